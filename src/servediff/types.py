@@ -1,0 +1,71 @@
+"""The values that flow through servediff: suite items in, completions out.
+
+These are plain frozen dataclasses because they sit on the hot path (one per request);
+validation happens once, at the file boundary, in ``servediff.record``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Message = dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One item of a suite: either a chat (``messages``) or a raw completion ``prompt``."""
+
+    id: str
+    messages: tuple[Message, ...] | None = None
+    prompt: str | None = None
+    target: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if (self.messages is None) == (self.prompt is None):
+            raise ValueError(f"item {self.id!r}: give exactly one of messages or prompt")
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    """What every request of a run is sent with. Greedy by default: the study is about T=0."""
+
+    temperature: float = 0.0
+    seed: int = 42
+    max_tokens: int = 300
+    top_logprobs: int = 0  # 0: do not request logprobs (requesting them can change the engine path)
+    # None: send nothing; False/True: send chat_template_kwargs.enable_thinking (vLLM, SGLang).
+    enable_thinking: bool | None = None
+
+    @property
+    def logprobs(self) -> bool:
+        return self.top_logprobs > 0
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """The chosen token at one position, its logprob, and the top-k alternatives there."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+    token_id: int | None = None
+
+
+@dataclass(slots=True)
+class Completion:
+    """What an engine returned for one item. ``error`` set means there is no text to score."""
+
+    item_id: str
+    text: str = ""
+    finish_reason: str | None = None
+    latency_s: float = 0.0
+    n_tokens: int | None = None
+    token_ids: list[int] | None = None
+    tokens: list[str] | None = None
+    logprobs: list[TokenLogprob] | None = None
+    # Where token_ids/tokens came from: "engine" (the generation itself) or "retokenized"
+    # (the server's tokenizer applied to the text afterwards, which may split differently).
+    token_source: str | None = None
+    error: str | None = None

@@ -1,0 +1,127 @@
+"""A failing server: errors are recorded on their items, retried only where it can help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from servediff.cli import main
+from servediff.engines.openai_http import HTTPEngine, HTTPOptions
+from servediff.record import read_run
+from servediff.suites import SuiteOptions, load_suite
+from servediff.types import Completion, SamplingParams
+from tests.helpers.stub_server import OK_BODY, always, fail_then_ok, stub_server
+
+
+def gen(base_url: str, n: int = 2, **opts: object) -> list[Completion]:
+    engine = HTTPEngine(HTTPOptions(base_url=base_url, backoff_s=0.01, **opts))  # type: ignore[arg-type]
+    out: list[Completion] = []
+    engine.generate(
+        load_suite("prompts", SuiteOptions(limit=n)).samples, SamplingParams(max_tokens=8), out.append
+    )
+    return out
+
+
+def test_500s_are_recorded_errors_and_exit_nonzero(tmp_path: Path) -> None:
+    out = tmp_path / "r.jsonl"
+    with stub_server(always(500, "boom")) as (url, sent):
+        rc = main(
+            [
+                "run",
+                "--engine",
+                "http",
+                "--base-url",
+                url,
+                "--limit",
+                "2",
+                "--retries",
+                "2",
+                "--out",
+                str(out),
+                "--no-progress",
+                "--label",
+                "broken",
+            ]
+        )
+    assert rc == 2
+    assert len(sent) == 2 * 3  # each item tried 1 + 2 retries
+    run = read_run(out)
+    assert len(run.items) == 2
+    for item in run.items.values():
+        assert item.error and "HTTP 500" in item.error and "after 3 attempts" in item.error
+        assert item.text == ""  # never an empty text passed off as an answer
+
+
+def test_503_then_ok_is_retried() -> None:
+    with stub_server(fail_then_ok(2)) as (url, sent):
+        (c,) = gen(url, n=1)
+    assert c.error is None and c.text == "stub answer"
+    assert sent == [503, 503, 200]
+
+
+def test_429_is_retried_but_400_is_not() -> None:
+    with stub_server(fail_then_ok(1, status=429)) as (url, _):
+        (c,) = gen(url, n=1)
+    assert c.error is None
+    with stub_server(always(400, '{"error": "bad"}')) as (url, sent):
+        (c,) = gen(url, n=1)
+    assert c.error and "HTTP 400" in c.error and sent == [400]
+
+
+def test_broken_json_is_an_error_not_text() -> None:
+    with stub_server(always(200, '{"choices": [')) as (url, _):
+        cs = gen(url)
+    assert all(c.error and "not JSON" in c.error and c.text == "" for c in cs)
+    with stub_server(always(200, '{"choices": []}')) as (url, _):
+        cs = gen(url)
+    assert all(c.error and "unexpected response shape" in c.error for c in cs)
+
+
+def test_timeout_is_recorded() -> None:
+    with stub_server(always(200, OK_BODY, delay=2.0)) as (url, _):
+        (c,) = gen(url, n=1, timeout_s=0.3)
+    assert c.error and "timeout" in c.error
+
+
+def test_unreachable_server_exits_2(tmp_path: Path) -> None:
+    rc = main(
+        [
+            "run",
+            "--engine",
+            "http",
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--out",
+            str(tmp_path / "x.jsonl"),
+            "--no-progress",
+        ]
+    )
+    assert rc == 2
+
+
+def test_api_key_is_sent_but_never_recorded(tmp_path: Path, monkeypatch: object) -> None:
+    import pytest
+
+    mp: pytest.MonkeyPatch = monkeypatch  # type: ignore[assignment]
+    mp.setenv("SERVEDIFF_TEST_KEY", "sk-secret-123")
+    out = tmp_path / "r.jsonl"
+    with stub_server(always(200, OK_BODY)) as (url, _):
+        assert (
+            main(
+                [
+                    "run",
+                    "--engine",
+                    "http",
+                    "--base-url",
+                    url,
+                    "--limit",
+                    "1",
+                    "--out",
+                    str(out),
+                    "--api-key-env",
+                    "SERVEDIFF_TEST_KEY",
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
+    assert "sk-secret-123" not in out.read_text()
