@@ -19,6 +19,7 @@ from servediff import __version__
 
 if TYPE_CHECKING:
     from servediff.engines import Engine
+    from servediff.engines.hf_knobs import HFKnobs
     from servediff.engines.knobs import LlamaKnobs
 
 EXAMPLES = """\
@@ -46,9 +47,10 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--engine",
-        choices=["llamacpp", "http"],
+        choices=["llamacpp", "http", "hf"],
         default="llamacpp",
-        help="llamacpp: embedded (default, no server); http: an OpenAI-compatible server",
+        help="llamacpp: embedded (default, no server); http: an OpenAI-compatible server; "
+        "hf: in-process transformers (pip install 'servediff[hf]')",
     )
     p.add_argument(
         "--label",
@@ -121,8 +123,18 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="OPENAI_API_KEY",
         help="environment variable holding the API key (the key is never recorded)",
     )
+    _add_hf_knobs(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run)
+
+
+def _add_hf_knobs(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("transformers (--engine hf; also --model-path, --prompt-lookup)")
+    g.add_argument("--batch-size", type=int, default=1, help="prompts per forward pass, left-padded")
+    g.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
+    g.add_argument("--attn", default="sdpa", help="attn_implementation: sdpa, eager, flash_attention_2, …")
+    g.add_argument("--draft-model", help="assisted generation with this draft model (folder or .gguf)")
+    g.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:N")
 
 
 def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -153,6 +165,15 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--limit", type=int, help="only the first N prompts (quick look)")
     p.add_argument("--model-path", type=Path, help="GGUF file (default: SmolLM2-135M-Instruct)")
     p.add_argument("--no-progress", action="store_true")
+    g = p.add_argument_group(
+        "transformers study (--engine hf): bf16 batch 1 twice, batched, prompt lookup, fp16, fp32"
+    )
+    g.add_argument("--engine", choices=["llamacpp", "hf"], default="llamacpp")
+    g.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:N")
+    g.add_argument("--batch-size", type=int, default=0, help="the batched configuration (0: all prompts)")
+    g.add_argument("--prompt-lookup", type=int, default=8, help="tokens drafted by prompt lookup")
+    g.add_argument("--top-logprobs", type=int, default=5)
+    g.add_argument("--no-direct", action="store_true", help="skip timing model.generate directly")
     p.set_defaults(func=cmd_demo)
 
 
@@ -200,6 +221,19 @@ def _knobs(args: argparse.Namespace) -> LlamaKnobs:
     return dataclasses.replace(knobs, **overrides)
 
 
+def _hf_knobs(args: argparse.Namespace) -> HFKnobs:
+    from servediff.engines.hf_knobs import HFKnobs
+
+    return HFKnobs(
+        batch_size=args.batch_size,
+        dtype=args.dtype,
+        attn=args.attn,
+        prompt_lookup=args.prompt_lookup or 0,
+        draft_model=args.draft_model,
+        device=args.device,
+    )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from servediff.runner import RunPlan, execute
     from servediff.suites import SuiteOptions, load_suite
@@ -229,6 +263,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             label=label,
         )
         concurrency = args.concurrency
+    elif args.engine == "hf":
+        from servediff.engines.hf import HFEngine
+
+        label = args.label or "hf"
+        engine = HFEngine(_hf_knobs(args), model_path=args.model_path, label=label)
+        concurrency = 1
     else:
         from servediff.engines.llamacpp import LlamaCppEngine
 
@@ -272,12 +312,38 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from servediff.demo import DemoOptions, run_demo
     from servediff.report.markdown import summary
 
+    if args.engine == "hf":
+        return _hf_demo(args)
     study, report = run_demo(
         DemoOptions(
             out=args.out,
             max_tokens=args.max_tokens,
             limit=args.limit,
             model=args.model_path,
+            progress=not args.no_progress,
+        )
+    )
+    print("\n".join(summary(study)))
+    print(f"Full report: {report}")
+    return 0
+
+
+def _hf_demo(args: argparse.Namespace) -> int:
+    from servediff.hfstudy import HFStudyOptions, run_hf_study
+    from servediff.report.markdown import summary
+
+    out = args.out if args.out != Path("servediff-demo") else Path("servediff-hf")
+    study, report = run_hf_study(
+        HFStudyOptions(
+            out=out,
+            max_tokens=args.max_tokens,
+            limit=args.limit,
+            model=args.model_path,
+            device=args.device,
+            batch_size=args.batch_size,
+            prompt_lookup=args.prompt_lookup,
+            top_logprobs=args.top_logprobs,
+            direct=not args.no_direct,
             progress=not args.no_progress,
         )
     )

@@ -192,6 +192,8 @@ def item_line(c: Completion, input_: Any, score: Score | None, metadata: dict[st
         d["logprobs"] = [[t.token, t.logprob, [list(p) for p in t.top]] for t in c.logprobs]
     if score is not None:
         d.update(answer=score.answer, gold=score.gold, correct=score.correct)
+    if c.engine_meta:
+        metadata = {**metadata, "engine": c.engine_meta}
     if metadata:
         d["metadata"] = metadata
     return json.dumps(d, ensure_ascii=False) + "\n"

@@ -69,3 +69,6 @@ class Completion:
     # (the server's tokenizer applied to the text afterwards, which may split differently).
     token_source: str | None = None
     error: str | None = None
+    # How the engine computed this item (e.g. its batch and the batch's wall time), recorded
+    # under the item's metadata["engine"].
+    engine_meta: dict[str, Any] | None = None
