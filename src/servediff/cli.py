@@ -174,6 +174,7 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g.add_argument("--prompt-lookup", type=int, default=8, help="tokens drafted by prompt lookup")
     g.add_argument("--top-logprobs", type=int, default=5)
     g.add_argument("--no-direct", action="store_true", help="skip timing model.generate directly")
+    g.add_argument("--only", nargs="+", default=[], metavar="LABEL", help="run only these configurations")
     p.set_defaults(func=cmd_demo)
 
 
@@ -344,6 +345,7 @@ def _hf_demo(args: argparse.Namespace) -> int:
             prompt_lookup=args.prompt_lookup,
             top_logprobs=args.top_logprobs,
             direct=not args.no_direct,
+            only=tuple(args.only),
             progress=not args.no_progress,
         )
     )

@@ -42,6 +42,7 @@ class HFStudyOptions:
     prompt_lookup: int = 8
     top_logprobs: int = 5
     direct: bool = True  # also time model.generate called directly
+    only: tuple[str, ...] = ()  # run only these configuration labels (all when empty)
     progress: bool = True
 
 
@@ -68,7 +69,7 @@ def direct_generate(engine: Any, suite: Suite, sampling: SamplingParams) -> dict
     """
     import torch
 
-    from servediff.engines.hf import cut_at_stop, left_pad
+    from servediff.engines.hf import cut_at_stop, left_pad, synchronize
 
     n = engine.knobs.batch_size
     kwargs = engine._gen_kwargs(sampling.max_tokens, sampling.logprobs)
@@ -77,23 +78,16 @@ def direct_generate(engine: Any, suite: Suite, sampling: SamplingParams) -> dict
         batch = suite.samples[start : start + n]
         ids, mask = left_pad([engine.prompt_ids(s) for s in batch], engine.pad_id)
         ids, mask = ids.to(engine.device), mask.to(engine.device)
-        _sync(engine.device)
+        synchronize(engine.device)
         t0 = time.perf_counter()
         with torch.inference_mode():
             out = engine.model.generate(ids, attention_mask=mask, **kwargs)
-        _sync(engine.device)
+        synchronize(engine.device)
         wall += time.perf_counter() - t0
         for s, row in zip(batch, out.sequences[:, ids.shape[1] :].tolist()):
             ids_by_item[s.id] = cut_at_stop(row, engine.stops)[0]
             tokens += len(ids_by_item[s.id])
     return {"wall_s": wall, "tokens": tokens, "token_ids": ids_by_item}
-
-
-def _sync(device: str) -> None:
-    import torch
-
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)
 
 
 def run_one(
@@ -130,6 +124,8 @@ def run_hf_study(opts: HFStudyOptions) -> tuple[Study, Path]:
     direct = json.loads(direct_file.read_text(encoding="utf-8")) if direct_file.is_file() else []
     paths: list[Path] = []
     for label, repeat, knobs in schedule(opts, len(suite.samples)):
+        if opts.only and label not in opts.only:
+            continue
         path = opts.out / "runs" / f"{suite.name}-{label}-{repeat}.jsonl"
         paths.append(path)
         timed = not (opts.direct and repeat == 1) or any(d["label"] == label for d in direct)
