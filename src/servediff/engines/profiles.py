@@ -46,12 +46,26 @@ class EngineProfile:
 
     def claims_from_argv(self, argv: Sequence[str]) -> tuple[str, ...]:
         """Features the launch command turns on, as far as its flags say."""
-        joined = [a.split("=", 1)[0] for a in argv]
-        found = [claim for flag, claim in self.flags if flag in joined]
+        names = [a.split("=", 1)[0] for a in argv]
+        found = []
+        for flag, claim in self.flags:
+            if flag in names and _flag_value(argv, names.index(flag)) not in FALSE_WORDS:
+                found.append(claim)
         for off_flag, claim in self.default_on:
-            if off_flag not in joined:
+            if off_flag not in names:
                 found.append(claim)
         return tuple(sorted(set(found)))
+
+
+FALSE_WORDS = frozenset({"false", "0", "off", "no"})
+
+
+def _flag_value(argv: Sequence[str], i: int) -> str:
+    """The value given to the flag at ``i`` (``--f=v`` or ``--f v``), lower-cased; "" if none."""
+    if "=" in argv[i]:
+        return argv[i].split("=", 1)[1].lower()
+    nxt = argv[i + 1] if i + 1 < len(argv) else ""
+    return "" if nxt.startswith("-") else nxt.lower()
 
 
 PROFILES: dict[str, EngineProfile] = {
