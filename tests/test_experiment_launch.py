@@ -128,7 +128,9 @@ def test_a_server_that_exits_at_once(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "exited with code 3 before it became healthy" in err and "unknown flag --bogus" in err
 
 
-def test_a_server_that_never_gets_healthy_is_killed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_server_that_never_gets_healthy_is_killed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # Ignores SIGTERM (so only SIGKILL stops it) and spawns a worker, which must die with it.
     code = (
         "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
@@ -154,3 +156,58 @@ def test_a_server_that_serves_another_model(tmp_path: Path, capsys: pytest.Captu
     assert "serves ['some-other-model'], not the experiment's model 'smollm2'" in err
     (pid,) = pids(logs(tmp_path / "out", "other"))
     assert not alive(pid)
+
+
+def test_claimed_speculative_decoding_that_did_not_engage_is_flagged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A fake vLLM (the fault-injection stub run as a process) exporting vLLM's counters: one
+    # server's drafts move with every request, the other's stay put although it claims them.
+    stub = Path(__file__).parent / "helpers" / "stub_server.py"
+    configs = "".join(
+        f'[[configurations]]\nlabel = "{label}"\nprofile = "vllm"\nclaims = ["speculative_decoding"]\n'
+        f"launch = {json.dumps(['{python}', str(stub), '{port}', mode])}\n"
+        for label, mode in (("spec-ok", "engaged"), ("spec-silent", "silent"))
+    )
+    path = experiment(tmp_path, configs, model="stub")
+    assert main(["experiment", str(path), "--no-progress"]) == 1  # the claim check failed
+    assert "`spec-silent` claims speculative decoding — **NOT ENGAGED**" in capsys.readouterr().err
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "> **Flag:** `spec-silent` claims speculative decoding — **NOT ENGAGED**" in report
+    assert "`spec-ok`" not in report.split("## Is each")[1].split("| configuration")[0]  # not flagged
+    from servediff.record import read_run
+
+    runs = {p.parent.name.split(".")[0]: read_run(p) for p in (tmp_path / "out" / "runs").glob("*/*r1.jsonl")}
+    ok = runs["spec-ok"].header.extra["verification"]
+    spec = ok["claims"]["speculative_decoding"]
+    # 2 requests x (4 drafts of 2 tokens, 5 accepted): length 1 + 10/8, rate 10/16
+    assert (spec["status"], spec["drafts"], spec["accepted_tokens"]) == ("verified", 8, 10)
+    assert spec["acceptance_length"] == pytest.approx(2.25)
+    assert spec["acceptance_rate"] == pytest.approx(0.625)
+    assert spec["per_position_rate"] == pytest.approx([0.75, 0.5])
+    assert ok["server_version"] == "0.0.0-fake" and runs["spec-ok"].header.engine["server_version"]
+    silent = runs["spec-silent"].header.extra["verification"]
+    assert silent["flagged"] == ["speculative_decoding"]
+
+
+def test_load_sweep_counts_distinct_completions_per_prompt(tmp_path: Path) -> None:
+    sweep = "[sweep]\nconcurrency = [1, 3]\nrepeats = 2\n"
+    path = experiment(tmp_path, STOCK + sweep)
+    out = tmp_path / "out"
+    assert main(["experiment", str(path), "--no-progress"]) == 0
+    from servediff.record import read_run
+
+    runs = [read_run(p) for p in sorted((out / "sweep").glob("stock.*/*.jsonl"))]
+    assert sorted((r.header.concurrency, r.header.repeat) for r in runs) == [(1, 1), (1, 2), (3, 1), (3, 2)]
+    summary = json.loads((out / "summary.json").read_text())
+    for level in (1, 3):
+        distinct = summary["experiment"]["sweep"][f"stock@c{level}/prompts"]["distinct"]
+        texts: dict[str, set[str]] = {}
+        for r in runs:
+            if r.header.concurrency == level:
+                for item_id, item in r.items.items():
+                    texts.setdefault(item_id, set()).add(item.text)
+        assert distinct == {k: len(v) for k, v in texts.items()} and len(distinct) == 2
+    report = (out / "report.md").read_text()
+    assert "## Load-induced nondeterminism" in report and "| prompt | c=1 | c=3 | all levels |" in report
+    assert not any("@c" in p["a"] + p["b"] for p in summary["pairs"])  # sweep runs are not paired

@@ -89,10 +89,11 @@ def test_engines_without_counters_say_not_verified() -> None:
 def test_profiles_infer_claims_from_launch_flags() -> None:
     spec = ["vllm", "serve", "m", "--speculative-config", '{"method": "ngram"}', "--port", "{port}"]
     assert guess_profile(spec) == "vllm"
-    assert PROFILES["vllm"].claims_from_argv(spec) == (PREFIX_CACHE, SPECULATIVE)  # prefix caching: default on
+    # prefix caching is on by default in vLLM
+    assert PROFILES["vllm"].claims_from_argv(spec) == (PREFIX_CACHE, SPECULATIVE)
     off = ["vllm", "serve", "m", "--no-enable-prefix-caching"]
     assert PROFILES["vllm"].claims_from_argv(off) == ()
-    llama = ["python", "-m", "llama_cpp.server", "--flash_attn", "true", "--draft_model", "prompt-lookup-decoding"]
+    llama = ["python", "-m", "llama_cpp.server", "--flash_attn", "true", "--draft_model", "prompt-lookup"]
     assert guess_profile(llama) == "llamacpp"
     assert PROFILES["llamacpp"].claims_from_argv(llama) == ("flash_attention", SPECULATIVE)
     assert PROFILES["llamacpp"].claims_from_argv(["llama_cpp.server", "--flash_attn", "false"]) == ()

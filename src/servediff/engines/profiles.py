@@ -258,7 +258,13 @@ def speculative_check(before: Snapshot | None, after: Snapshot | None, claimed: 
     out["acceptance_rate"] = d["accepted"] / d["draft_tokens"] if d["draft_tokens"] else None
     out["acceptance_length"] = 1.0 + d["accepted"] / d["drafts"]
     out["per_position_rate"] = [round(v / d["drafts"], 4) for v in per_pos]
-    detail = f"{out['drafts']} drafts, acceptance length {out['acceptance_length']:.2f}"
+    rate = "n/a" if out["acceptance_rate"] is None else f"{out['acceptance_rate']:.1%}"
+    positions_text = ", ".join(f"{r:.2f}" for r in out["per_position_rate"])
+    detail = (
+        f"{out['drafts']} drafts, {out['accepted_tokens']}/{out['draft_tokens']} draft tokens accepted: "
+        f"acceptance rate {rate}, mean acceptance length {out['acceptance_length']:.2f}"
+        + (f", per position {positions_text}" if positions_text else "")
+    )
     return {**out, "status": VERIFIED if claimed else "engaged, not claimed", "detail": detail}
 
 
@@ -291,7 +297,7 @@ def verify_claims(
         out[PREFIX_CACHE] = prefix_check(before, after, PREFIX_CACHE in claims)
         for claim in claims:
             out.setdefault(claim, {"status": NOT_VERIFIED, "detail": "vLLM exports no counter for it"})
-        return {k: v for k, v in out.items() if k in claims or v["status"] != "off"}
+        return {k: v for k, v in out.items() if k in claims or v["status"].startswith("engaged")}
     why = {
         "llamacpp": "llama.cpp exports no counter for it",
         "sglang": "servediff does not read SGLang's counters yet",

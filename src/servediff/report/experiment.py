@@ -16,8 +16,8 @@ from servediff.compare.study import Configuration, Study
 from servediff.record import Run
 
 STATUS_NOTE = {
-    "NOT ENGAGED": "claimed, but its counters did not move: this configuration did not test the feature",
-    "NOT CONFIGURED": "claimed, but the server exports no counters for it: the feature is not configured",
+    "NOT ENGAGED": "this configuration did not test the feature it claims",
+    "NOT CONFIGURED": "the server does not have the feature configured",
 }
 
 
