@@ -111,3 +111,14 @@ def test_cli_exits_2_on_a_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "duplicate label 'stock'" in capsys.readouterr().err
     assert main(["experiment", str(write(tmp_path, GOOD)), "--check", "--out", str(tmp_path / "o")]) == 0
     assert capsys.readouterr().out.count("to run") == 6
+
+
+def test_the_shipped_examples_are_valid() -> None:
+    examples = sorted((Path(__file__).parents[1] / "examples").glob("*.toml"))
+    assert len(examples) >= 2
+    for path in examples:
+        exp = load_experiment(path)
+        assert len(exp.configurations) >= 2
+    vllm = load_experiment(Path(__file__).parents[1] / "examples" / "vllm-spec-prefix.toml")
+    assert vllm.config("tuned").claims == ("speculative_decoding", "prefix_caching")
+    assert vllm.config("stock").profile == "vllm" and vllm.config("stock").claims == ()

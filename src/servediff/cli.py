@@ -307,6 +307,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
     exp = load_experiment(args.file, output=args.out)
     if args.check:
+        from servediff.experiment.conductor import load_suites
+
+        load_suites(exp)  # a missing data file is found now, not after a server has started
         for slot in plan_slots(exp):
             state = "exists" if slot.path.is_file() else "to run"
             print(
