@@ -54,7 +54,7 @@ def test_a_good_file(tmp_path: Path) -> None:
     assert spec.claims == ("prefix_caching", "speculative_decoding")
     assert remote.profile == "generic"
     assert embedded.knobs is not None and embedded.knobs.n_batch == 8 and embedded.knobs.prompt_lookup == 10
-    assert embedded.claims == ("speculative_decoding",)
+    assert embedded.claims == ("speculative_decoding", "flash_attention", "prefix_caching")
     assert exp.control == "stock" and exp.sampling.max_tokens == 16
     slots = plan_slots(exp)
     assert [(s.label, s.repeat) for s in slots] == [

@@ -333,21 +333,19 @@ def _configuration(src: _Source, table: Any, n: int, shared: dict[str, Any]) -> 
             line("label"),
         )
     launch = _launch(src, table, label, line) if "launch" in table else None
-    argv = launch.argv if launch else ()
-    profile = table.get("profile") or (
-        guess_profile(argv) if launch else "embedded" if not table.get("base_url") else "generic"
-    )
+    knobs = _knobs(src, table, label, line) if kinds == ["knobs/config"] else None
+    default = guess_profile(launch.argv) if launch else "generic" if "base_url" in table else "embedded"
+    profile = table.get("profile") or default
     if profile not in PROFILES and profile != "embedded":
         raise src.error(f"unknown profile {profile!r}; known: {sorted(PROFILES)}", line("profile"))
     claims = table.get("claims")
     if claims is None:
-        claims = list(PROFILES[profile].claims_from_argv(argv)) if launch else []
+        claims = _implied_claims(profile, launch, knobs)
+    if not isinstance(claims, list) or not all(isinstance(c, str) for c in claims):
+        raise src.error(f"configuration {label!r}: claims must be a list of names", line("claims"))
     bad = [c for c in claims if c not in CLAIMS]
     if bad:
         raise src.error(f"unknown claim {bad[0]!r}; known: {list(CLAIMS)}", line("claims"))
-    knobs = _knobs(src, table, label, line) if kinds == ["knobs/config"] else None
-    if knobs is not None and knobs.prompt_lookup and "claims" not in table:
-        claims = ["speculative_decoding"]
     definition = json.dumps([table, shared], sort_keys=True, default=str)
     return ConfigSpec(
         label=label,
@@ -358,6 +356,23 @@ def _configuration(src: _Source, table: Any, n: int, shared: dict[str, Any]) -> 
         base_url=table.get("base_url"),
         knobs=knobs,
     )
+
+
+def _implied_claims(profile: str, launch: LaunchSpec | None, knobs: LlamaKnobs | None) -> list[str]:
+    """What a configuration turns on, read from its launch flags or its embedded knobs."""
+    if launch is not None:
+        return list(PROFILES.get(profile, PROFILES["generic"]).claims_from_argv(launch.argv))
+    if knobs is None:
+        return []
+    return [
+        claim
+        for claim, on in (
+            ("speculative_decoding", knobs.prompt_lookup > 0),
+            ("flash_attention", knobs.flash_attn),
+            ("prefix_caching", knobs.prefix_cache),
+        )
+        if on
+    ]
 
 
 def _launch(src: _Source, table: dict[str, Any], label: str, line: Any) -> LaunchSpec:
