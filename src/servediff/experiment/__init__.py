@@ -5,6 +5,7 @@ starts each engine in turn, checks it, runs the suites and the control, stops it
 """
 
 from servediff.experiment.conductor import Outcome, plan_slots, run_experiment
-from servediff.experiment.spec import Experiment, ExperimentError, load_experiment
+from servediff.experiment.source import ExperimentError
+from servediff.experiment.spec import Experiment, load_experiment
 
 __all__ = ["Experiment", "ExperimentError", "Outcome", "load_experiment", "plan_slots", "run_experiment"]

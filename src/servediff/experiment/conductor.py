@@ -27,7 +27,8 @@ from typing import Any
 from servediff.engines import Engine
 from servediff.engines.profiles import PROFILES, Snapshot, flagged, verify_claims, vllm_snapshot
 from servediff.experiment.lifecycle import Placeholders, RunningServer, get_text, launched
-from servediff.experiment.spec import ConfigSpec, Experiment, ExperimentError, SuiteSpec
+from servediff.experiment.source import ExperimentError
+from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
 from servediff.record import RecordError, read_header, read_run
 from servediff.runner import RunPlan, RunResult, execute
 from servediff.suites import Suite, SuiteOptions, load_suite

@@ -20,6 +20,7 @@ from typing import Any
 
 from servediff.engines.knobs import CONFIGS, LlamaKnobs, knobs_from_mapping
 from servediff.engines.profiles import CLAIMS, PROFILES, guess_profile
+from servediff.experiment.source import ExperimentError, Source, check_keys, typed
 from servediff.types import SamplingParams
 
 if sys.version_info >= (3, 11):
@@ -59,10 +60,6 @@ CONFIG_KEYS = [
 SWEEP_KEYS = ("concurrency", "repeats", "configuration", "suite")
 LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 PLACEHOLDERS = ("{port}", "{host}", "{model}", "{model_path}", "{python}")
-
-
-class ExperimentError(ValueError):
-    """The experiment file is wrong: the message names the file (and line where possible)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,62 +130,6 @@ class Experiment:
         return next(c for c in self.configurations if c.label == label)
 
 
-# --- where in the file ------------------------------------------------------------------------
-class _Source:
-    """Finds the line of a key, for messages. Best effort: TOML parsers do not keep positions."""
-
-    def __init__(self, path: Path, text: str) -> None:
-        self.path = path
-        self.lines = text.splitlines()
-
-    def line(self, key: str, table: str | None = None, nth: int = 0) -> int | None:
-        start, end = self._table_span(table, nth) if table else (0, len(self.lines))
-        pattern = re.compile(rf'^\s*"?{re.escape(key)}"?\s*=|^\s*\[+\s*{re.escape(key)}\s*\]+')
-        for i in range(start, end):
-            if pattern.search(self.lines[i]):
-                return i + 1
-        return start + 1 if table and start < len(self.lines) else None
-
-    def _table_span(self, table: str, nth: int) -> tuple[int, int]:
-        header = re.compile(rf"^\s*\[+\s*{re.escape(table)}\s*\]+")
-        starts = [i for i, ln in enumerate(self.lines) if header.search(ln)]
-        if nth >= len(starts):
-            return 0, len(self.lines)
-        start = starts[nth]
-        nxt = next(
-            (i for i in range(start + 1, len(self.lines)) if self.lines[i].lstrip().startswith("[")), None
-        )
-        return start, nxt if nxt is not None else len(self.lines)
-
-    def error(self, message: str, line: int | None) -> ExperimentError:
-        where = f"{self.path}:{line}" if line else str(self.path)
-        return ExperimentError(f"{where}: {message}")
-
-
-def _check_keys(
-    src: _Source,
-    table: dict[str, Any],
-    allowed: tuple[str, ...] | list[str],
-    where: str,
-    section: str | None = None,
-    nth: int = 0,
-) -> None:
-    unknown = sorted(set(table) - set(allowed))
-    if unknown:
-        raise src.error(
-            f"unknown key {unknown[0]!r} in {where}; allowed: {', '.join(allowed)}",
-            src.line(unknown[0], section, nth),
-        )
-
-
-def _typed(src: _Source, value: Any, kind: type | tuple[type, ...], key: str, line: int | None) -> Any:
-    if isinstance(value, bool) and kind in (int, float, (int, float)):
-        raise src.error(f"{key} must be a number, not {value!r}", line)
-    if not isinstance(value, kind):
-        raise src.error(f"{key} has the wrong type ({type(value).__name__}): {value!r}", line)
-    return value
-
-
 # --- parsing -----------------------------------------------------------------------------------
 def load_experiment(path: Path, output: Path | None = None) -> Experiment:
     """Read and validate an experiment file. ``output`` overrides the file's ``output``."""
@@ -205,8 +146,8 @@ def load_experiment(path: Path, output: Path | None = None) -> Experiment:
 
 
 def parse_experiment(raw: dict[str, Any], path: Path, text: str, output: Path | None = None) -> Experiment:
-    src = _Source(path, text)
-    _check_keys(src, raw, TOP_KEYS, "the experiment")
+    src = Source(path, text)
+    check_keys(src, raw, TOP_KEYS, "the experiment")
     model = raw.get("model")
     if not isinstance(model, str) or not model:
         raise src.error("'model' is required: the model id every configuration must serve", src.line("model"))
@@ -221,8 +162,8 @@ def parse_experiment(raw: dict[str, Any], path: Path, text: str, output: Path | 
     control = raw.get("control", labels[0])
     if control not in labels:
         raise src.error(f"control {control!r} is not a configuration label ({labels})", src.line("control"))
-    repeats = _typed(src, raw.get("control_repeats", 1), int, "control_repeats", src.line("control_repeats"))
-    concurrency = _typed(src, raw.get("concurrency", 1), int, "concurrency", src.line("concurrency"))
+    repeats = typed(src, raw.get("control_repeats", 1), int, "control_repeats", src.line("control_repeats"))
+    concurrency = typed(src, raw.get("concurrency", 1), int, "concurrency", src.line("concurrency"))
     if repeats < 0 or concurrency < 1:
         raise src.error("control_repeats must be >= 0 and concurrency >= 1", src.line("control_repeats"))
     out = output or Path(raw.get("output", Path("out") / path.stem))
@@ -243,16 +184,16 @@ def parse_experiment(raw: dict[str, Any], path: Path, text: str, output: Path | 
     )
 
 
-def _sampling(src: _Source, table: Any) -> SamplingParams:
+def _sampling(src: Source, table: Any) -> SamplingParams:
     if not isinstance(table, dict):
         raise src.error("[sampling] must be a table", src.line("sampling"))
-    _check_keys(src, table, SAMPLING_KEYS, "[sampling]", "sampling")
+    check_keys(src, table, SAMPLING_KEYS, "[sampling]", "sampling")
     thinking = table.get("thinking", "unset")
     if thinking not in ("on", "off", "unset"):
         raise src.error("thinking must be 'on', 'off' or 'unset'", src.line("thinking", "sampling"))
     for key in ("max_tokens", "seed", "top_logprobs"):
         if key in table:
-            _typed(src, table[key], int, key, src.line(key, "sampling"))
+            typed(src, table[key], int, key, src.line(key, "sampling"))
     return SamplingParams(
         seed=table.get("seed", 42),
         max_tokens=table.get("max_tokens", 300),
@@ -261,7 +202,7 @@ def _sampling(src: _Source, table: Any) -> SamplingParams:
     )
 
 
-def _suites(src: _Source, value: Any, base: Path) -> tuple[SuiteSpec, ...]:
+def _suites(src: Source, value: Any, base: Path) -> tuple[SuiteSpec, ...]:
     if isinstance(value, list):
         value = {str(name): {} for name in value}
     if not isinstance(value, dict) or not value:
@@ -271,11 +212,11 @@ def _suites(src: _Source, value: Any, base: Path) -> tuple[SuiteSpec, ...]:
         where = f"suites.{name}"
         if not isinstance(opts, dict):
             raise src.error(f"[{where}] must be a table", src.line(where))
-        _check_keys(src, opts, SUITE_KEYS, f"[{where}]", where)
+        check_keys(src, opts, SUITE_KEYS, f"[{where}]", where)
         p = Path(opts["path"]) if "path" in opts else None
         for key in ("limit", "seed", "max_tokens"):
             if key in opts:
-                _typed(src, opts[key], int, key, src.line(key, where))
+                typed(src, opts[key], int, key, src.line(key, where))
         out.append(
             SuiteSpec(
                 name=name,
@@ -289,7 +230,7 @@ def _suites(src: _Source, value: Any, base: Path) -> tuple[SuiteSpec, ...]:
 
 
 def _configurations(
-    src: _Source, raw: dict[str, Any], model: str, model_path: Path | None, sampling: SamplingParams
+    src: Source, raw: dict[str, Any], model: str, model_path: Path | None, sampling: SamplingParams
 ) -> tuple[ConfigSpec, ...]:
     tables = raw.get("configurations")
     if not isinstance(tables, list) or not tables:
@@ -310,13 +251,13 @@ def _configurations(
     return tuple(out)
 
 
-def _configuration(src: _Source, table: Any, n: int, shared: dict[str, Any]) -> ConfigSpec:
+def _configuration(src: Source, table: Any, n: int, shared: dict[str, Any]) -> ConfigSpec:
     def line(key: str) -> int | None:
         return src.line(key, "configurations", n)
 
     if not isinstance(table, dict):
         raise src.error(f"configurations #{n + 1} must be a table", line("configurations"))
-    _check_keys(src, table, CONFIG_KEYS, f"configurations #{n + 1}", "configurations", n)
+    check_keys(src, table, CONFIG_KEYS, f"configurations #{n + 1}", "configurations", n)
     label = table.get("label")
     if not isinstance(label, str) or not LABEL.match(label):
         raise src.error(
@@ -375,7 +316,7 @@ def _implied_claims(profile: str, launch: LaunchSpec | None, knobs: LlamaKnobs |
     ]
 
 
-def _launch(src: _Source, table: dict[str, Any], label: str, line: Any) -> LaunchSpec:
+def _launch(src: Source, table: dict[str, Any], label: str, line: Any) -> LaunchSpec:
     argv = table["launch"]
     if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
         raise src.error(f"configuration {label!r}: launch must be a list of strings (argv)", line("launch"))
@@ -391,7 +332,7 @@ def _launch(src: _Source, table: dict[str, Any], label: str, line: Any) -> Launc
     numbers = {}
     for key in ("start_timeout", "stop_timeout", "port"):
         if key in table:
-            numbers[key] = _typed(src, table[key], (int, float), key, line(key))
+            numbers[key] = typed(src, table[key], (int, float), key, line(key))
     return LaunchSpec(
         argv=tuple(argv),
         env=tuple(sorted(env.items())),
@@ -402,7 +343,7 @@ def _launch(src: _Source, table: dict[str, Any], label: str, line: Any) -> Launc
     )
 
 
-def _knobs(src: _Source, table: dict[str, Any], label: str, line: Any) -> LlamaKnobs:
+def _knobs(src: Source, table: dict[str, Any], label: str, line: Any) -> LlamaKnobs:
     name = table.get("config", "stock")
     if name not in CONFIGS:
         raise src.error(
@@ -419,13 +360,13 @@ def _knobs(src: _Source, table: dict[str, Any], label: str, line: Any) -> LlamaK
 
 
 def _sweep(
-    src: _Source, table: Any, control: str, kinds: dict[str, str], suites: tuple[SuiteSpec, ...]
+    src: Source, table: Any, control: str, kinds: dict[str, str], suites: tuple[SuiteSpec, ...]
 ) -> SweepSpec | None:
     if table is None:
         return None
     if not isinstance(table, dict):
         raise src.error("[sweep] must be a table", src.line("sweep"))
-    _check_keys(src, table, SWEEP_KEYS, "[sweep]", "sweep")
+    check_keys(src, table, SWEEP_KEYS, "[sweep]", "sweep")
     levels = table.get("concurrency", [1, 8])
     if (
         not isinstance(levels, list)
@@ -433,7 +374,7 @@ def _sweep(
         or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in levels)
     ):
         raise src.error("sweep.concurrency must be a list of integers >= 1", src.line("concurrency", "sweep"))
-    repeats = _typed(src, table.get("repeats", 3), int, "repeats", src.line("repeats", "sweep"))
+    repeats = typed(src, table.get("repeats", 3), int, "repeats", src.line("repeats", "sweep"))
     suite = table.get("suite", suites[0].name)
     if suite not in [s.name for s in suites]:
         raise src.error(f"sweep.suite {suite!r} is not one of the suites", src.line("suite", "sweep"))
