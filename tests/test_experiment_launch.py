@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from servediff.cli import main
+from tests.conftest import LlamaServer
 
 SERVER = (
     '["{python}", "-m", "llama_cpp.server", "--model", "{model_path}", "--model_alias", "%s", '
@@ -211,3 +212,16 @@ def test_load_sweep_counts_distinct_completions_per_prompt(tmp_path: Path) -> No
     report = (out / "report.md").read_text()
     assert "## Load-induced nondeterminism" in report and "| prompt | c=1 | c=3 | all levels |" in report
     assert not any("@c" in p["a"] + p["b"] for p in summary["pairs"])  # sweep runs are not paired
+
+
+def test_an_already_running_server(tmp_path: Path, llama_server: LlamaServer) -> None:
+    # base_url: servediff neither starts nor stops it, but still checks the model it serves.
+    config = f'[[configurations]]\nlabel = "running"\nbase_url = "{llama_server.base_url}"\n'
+    path = experiment(tmp_path, config, model=llama_server.model)
+    assert main(["experiment", str(path), "--no-progress"]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert [(c["a"], c["total"]) for c in summary["controls"]] == [("running", 2)]
+    assert summary["experiment"]["verification"]["running/prompts/1"]["kind"] == "server"
+    assert llama_server.proc.poll() is None  # left running
+    wrong = experiment(tmp_path, config, model="another-model")
+    assert main(["experiment", str(wrong), "--no-progress"]) == 2

@@ -28,6 +28,7 @@ examples:
   servediff run --config stock --out runs/a2.jsonl --label stock --repeat 2
   servediff run --config tuned --out runs/b.jsonl  --label tuned
   servediff compare runs/*.jsonl --md report.md
+  servediff experiment examples/llamacpp-flash.toml   launch, verify, run and stop each server; report
   servediff run --engine http --base-url http://127.0.0.1:8000 --label vllm-stock --out runs/v.jsonl
 """
 
