@@ -26,10 +26,10 @@ SERVER = (
 )
 
 
-def experiment(tmp_path: Path, configs: str, model: str = "smollm2") -> Path:
+def experiment(tmp_path: Path, configs: str, model: str = "smollm2", repeats: int = 1) -> Path:
     path = tmp_path / "exp.toml"
     path.write_text(
-        f'model = "{model}"\noutput = "{tmp_path / "out"}"\ncontrol_repeats = 1\n'
+        f'model = "{model}"\noutput = "{tmp_path / "out"}"\ncontrol_repeats = {repeats}\n'
         "[sampling]\nmax_tokens = 16\n[suites.prompts]\nlimit = 2\n" + configs
     )
     return path
@@ -77,6 +77,8 @@ def test_two_launched_servers_run_stop_and_report(tmp_path: Path) -> None:
     (control,) = summary["controls"]
     assert (control["a"], control["total"], control["identical"]) == ("stock", 2, 2)
     assert [(p["a"], p["b"], p["total"]) for p in summary["pairs"]] == [("stock", "flash", 2)]
+    version = summary["experiment"]["verification"]["flash/prompts/1"]["server_version"]
+    assert version.startswith("llama-cpp-python 0.")  # the server exposes none; the package says
     report = (out / "report.md").read_text()
     assert "Control `stock` (prompts)" in report and "`stock` vs `flash`" in report
     assert "| `flash` | llamacpp |" in report and "flash_attention | not verified |" in report
@@ -193,7 +195,7 @@ def test_claimed_speculative_decoding_that_did_not_engage_is_flagged(
 
 def test_load_sweep_counts_distinct_completions_per_prompt(tmp_path: Path) -> None:
     sweep = "[sweep]\nconcurrency = [1, 3]\nrepeats = 2\n"
-    path = experiment(tmp_path, STOCK + sweep)
+    path = experiment(tmp_path, STOCK + sweep, repeats=0)  # the sweep is the only repeat
     out = tmp_path / "out"
     assert main(["experiment", str(path), "--no-progress"]) == 0
     from servediff.record import read_run

@@ -134,7 +134,7 @@ def launched(config: ConfigSpec, log: Path, model: str, values: Placeholders) ->
             _wait_healthy(proc, _health_url(spec.health, base_url), spec.start_timeout_s, log, label)
             served = _check_model(base_url, model, log, label)
             paths = PROFILES[config.profile].version_paths if config.profile in PROFILES else ()
-            version = server_version(base_url, paths)
+            version = server_version(base_url, paths) or _package_version(argv)
             yield RunningServer(base_url, port, proc.pid, argv, log, served, version, time.monotonic() - t0)
         finally:
             stop(proc, spec.stop_timeout_s)
@@ -203,6 +203,19 @@ def server_version(base_url: str, paths: tuple[str, ...]) -> str | None:
                 if data.get(key):
                     return str(data[key])
     return None
+
+
+def _package_version(argv: tuple[str, ...]) -> str | None:
+    """llama-cpp-python's server exposes no version; when it runs in this very Python, the
+    installed package says which one it is."""
+    if argv[:3] != (sys.executable, "-m", "llama_cpp.server"):
+        return None
+    from importlib import metadata
+
+    try:
+        return f"llama-cpp-python {metadata.version('llama-cpp-python')} (package of the launching Python)"
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def stop(proc: subprocess.Popen[bytes], grace_s: float) -> None:
