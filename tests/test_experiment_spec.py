@@ -33,6 +33,14 @@ launch = ["vllm", "serve", "m", "--port", "{port}",
 label = "remote"
 base_url = "http://127.0.0.1:9"
 
+"""
+EMBEDDED = """\
+model = "m"
+
+[[configurations]]
+label = "stock"
+config = "stock"
+
 [[configurations]]
 label = "embedded"
 config = "tuned"
@@ -48,13 +56,11 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_a_good_file(tmp_path: Path) -> None:
     exp = load_experiment(write(tmp_path, GOOD))
-    assert [c.kind for c in exp.configurations] == ["launch", "launch", "server", "embedded"]
-    stock, spec, remote, embedded = exp.configurations
+    assert [c.kind for c in exp.configurations] == ["launch", "launch", "server"]
+    stock, spec, remote = exp.configurations
     assert stock.profile == spec.profile == "vllm" and stock.claims == ()
     assert spec.claims == ("prefix_caching", "speculative_decoding")
     assert remote.profile == "generic"
-    assert embedded.knobs is not None and embedded.knobs.n_batch == 8 and embedded.knobs.prompt_lookup == 10
-    assert embedded.claims == ("speculative_decoding", "flash_attention", "prefix_caching")
     assert exp.control == "stock" and exp.sampling.max_tokens == 16
     slots = plan_slots(exp)
     assert [(s.label, s.repeat) for s in slots] == [
@@ -63,9 +69,17 @@ def test_a_good_file(tmp_path: Path) -> None:
         ("stock", 3),
         ("spec", 1),
         ("remote", 1),
-        ("embedded", 1),
     ]
     assert len({s.path for s in slots}) == len(slots)
+
+
+def test_embedded_configurations(tmp_path: Path) -> None:
+    _, embedded = load_experiment(write(tmp_path, EMBEDDED)).configurations
+    assert embedded.knobs is not None and embedded.knobs.n_batch == 8 and embedded.knobs.prompt_lookup == 10
+    assert embedded.claims == ("speculative_decoding", "flash_attention", "prefix_caching")
+    mixed = GOOD + '[[configurations]]\nlabel = "e"\nconfig = "stock"\n'
+    with pytest.raises(ExperimentError, match=r":24: embedded and server configurations cannot be mixed"):
+        load_experiment(write(tmp_path, mixed))
 
 
 def test_json_in_argv_survives_placeholder_substitution() -> None:
@@ -91,8 +105,8 @@ def test_changing_one_configuration_changes_only_its_own_runs(tmp_path: Path) ->
         (GOOD.replace('label = "spec"', 'label = "stock"'), 15, "duplicate label 'stock'"),
         (GOOD.replace('model = "m"\n', ""), None, "'model' is required"),
         (GOOD.replace('"--port", "{port}", "--no', '"--no'), 12, "must contain {port}"),
-        (GOOD.replace("n_batch = 8", "n_bach = 8"), 26, "unknown knob"),
-        (GOOD + '\n[sweep]\nconcurrency = [1, 8]\nconfiguration = "embedded"\n', 30, "is embedded"),
+        (EMBEDDED.replace("n_batch = 8", "n_bach = 8"), 10, "unknown knob"),
+        (EMBEDDED + '\n[sweep]\nconcurrency = [1, 8]\nconfiguration = "embedded"\n', 14, "is embedded"),
         (GOOD.replace('base_url = "http://127.0.0.1:9"', 'config = "stock"\nbase_url = "x"'), 20, "one of"),
         ("model = [", None, "not valid TOML"),
     ],
@@ -110,7 +124,7 @@ def test_cli_exits_2_on_a_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["experiment", str(path), "--check"]) == 2
     assert "duplicate label 'stock'" in capsys.readouterr().err
     assert main(["experiment", str(write(tmp_path, GOOD)), "--check", "--out", str(tmp_path / "o")]) == 0
-    assert capsys.readouterr().out.count("to run") == 6
+    assert capsys.readouterr().out.count("to run") == 5
 
 
 def test_the_shipped_examples_are_valid() -> None:

@@ -1,6 +1,6 @@
 """Where a key sits in a TOML file, for error messages: TOML parsers keep no positions.
 
-    servediff experiment my-study.toml      # "my-study.toml:12: unknown key 'lable' ..."
+servediff experiment my-study.toml      # "my-study.toml:12: unknown key 'lable' ..."
 """
 
 from __future__ import annotations

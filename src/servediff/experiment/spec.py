@@ -159,6 +159,15 @@ def parse_experiment(raw: dict[str, Any], path: Path, text: str, output: Path | 
     suites = _suites(src, raw.get("suites", ["prompts"]), base)
     configs = _configurations(src, raw, model, model_path, sampling)
     labels = [c.label for c in configs]
+    embedded = [n for n, c in enumerate(configs) if c.kind == "embedded"]
+    if embedded and len(embedded) < len(configs):
+        # compare identifies an embedded model by its file hash and a server's by its id: the
+        # two cannot be checked to be one model, so the final comparison would refuse them.
+        raise src.error(
+            "embedded and server configurations cannot be mixed in one experiment (their models "
+            "cannot be checked to be the same); run two experiments, or compare with --force",
+            src.line("label", "configurations", embedded[0]),
+        )
     control = raw.get("control", labels[0])
     if control not in labels:
         raise src.error(f"control {control!r} is not a configuration label ({labels})", src.line("control"))
