@@ -7,6 +7,7 @@ de-quantizing the GGUF each time.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from collections.abc import Iterator
@@ -16,6 +17,9 @@ import pytest
 
 pytest.importorskip("transformers", reason="the hf extra is not installed: pip install 'servediff[hf]'")
 pytest.importorskip("gguf", reason="the hf extra is not installed: pip install 'servediff[hf]'")
+
+import torch
+import transformers
 
 from servediff.cli import main
 from servediff.engines import EngineError
@@ -35,7 +39,14 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     engine = HFEngine(dataclasses.replace(CPU, dtype="fp32"), label="gguf")  # the default GGUF
     assert engine.model_path.suffix == ".gguf" and engine.stops == [2]  # <|im_end|>, not the GGUF's EOS
     folder = tmp_path_factory.mktemp("smollm2")
-    engine.model.save_pretrained(folder)
+    # A GGUF-loaded model refuses save_pretrained (it counts as quantized): copy its de-quantized
+    # weights into a plain model of the same configuration and save that.
+    config = copy.deepcopy(engine.model.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(engine.model.state_dict())
+    plain.save_pretrained(folder)
     engine.tok.save_pretrained(folder)
     engine.close()
     yield folder
