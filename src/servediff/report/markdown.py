@@ -157,7 +157,14 @@ def limitations(study: Study) -> list[str]:
     ]
 
 
-SECTIONS: list[Section] = [summary, method, identity_tables, divergences, limitations]
+def measured(study: Study) -> list[str]:
+    # Imported here: that module uses this one's helpers.
+    from servediff.report.measured import measured as section
+
+    return section(study)
+
+
+SECTIONS: list[Section] = [summary, method, identity_tables, divergences, measured, limitations]
 
 
 def render(study: Study, title: str = "servediff report", sections: list[Section] | None = None) -> str:
