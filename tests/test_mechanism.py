@@ -176,3 +176,63 @@ def test_drift_survival_and_precision() -> None:
     prec = precision([a])
     assert (prec.positions, prec.exact_ties) == (3, 1) and prec.coarse
     assert not precision([a], "float32").coarse
+
+
+def write_run(path: Any, label: str, tokens: list[str], tops: list[Any]) -> None:
+    from servediff.record import SuiteInfo, item_line, make_header
+    from servediff.types import Completion, SamplingParams, TokenLogprob
+
+    suite = SuiteInfo(name="s", version="1", source="t", data_sha256="0", content_sha256="0", item_ids=["x"])
+    header = make_header(
+        label=label,
+        repeat=1,
+        engine={"kind": "http", "model": "m"},
+        sampling=SamplingParams(top_logprobs=2),
+        suite=suite,
+        concurrency=1,
+    )
+    lps = [TokenLogprob(t, top[0][1], tuple(top)) for t, top in zip(tokens, tops)]
+    c = Completion(
+        "x", text="".join(tokens), n_tokens=len(tokens), tokens=tokens, logprobs=lps, token_source="engine"
+    )
+    path.write_text(header.model_dump_json() + "\n" + item_line(c, "p", None, {}))
+
+
+def test_compare_reads_a_probe_record_and_the_threshold(tmp_path: Any) -> None:
+    import json
+
+    from servediff.cli import main
+    from servediff.compare.probe import PROBE_RECORD
+
+    a, b, probes = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "p.jsonl"
+    write_run(a, "stock", ["The", " cat"], [[("The", -0.1), ("A", -2.0)], [(" cat", -0.6), (" car", -0.68)]])
+    write_run(b, "tuned", ["The", " car"], [[("The", -0.1), ("A", -2.0)], [(" car", -0.6), (" cat", -0.7)]])
+    ref = {"label": "stock", "repeat": 1, "path": str(a), "fingerprint": "f"}
+    head = {
+        "record": PROBE_RECORD,
+        "tool_version": "0",
+        "created": "now",
+        "suite": "s",
+        "a": ref,
+        "b": {**ref, "label": "tuned", "path": str(b)},
+        "engines": {},
+        "k": 2,
+    }
+    line = {
+        "item_id": "x",
+        "side": "a",
+        "token_index": 1,
+        "top": [[" cat", -0.6], [" car", -0.68]],
+        "method": "one pass",
+    }
+    probes.write_text(json.dumps(head) + "\n" + json.dumps(line) + "\n")
+    md = tmp_path / "r.md"
+    assert main(["compare", str(a), str(b), str(probes), "--md", str(md)]) == 0
+    text = md.read_text()
+    assert (
+        "near-tie flip" in text
+        and "0.0800" in text
+        and "differs from the recorded one by at most 0 nats" in text
+    )
+    assert main(["compare", str(a), str(b), str(probes), "--md", str(md), "--near-tie", "0.05"]) == 0
+    assert "rank change" in md.read_text()

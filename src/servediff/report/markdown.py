@@ -222,4 +222,11 @@ def summary_json(study: Study) -> dict[str, Any]:
         "controls": [pair(p) for p in study.controls],
         "pairs": [pair(p) for p in study.pairs],
         "warnings": study.warnings,
+        "mechanism": _mechanism_json(study),
     }
+
+
+def _mechanism_json(study: Study) -> list[dict[str, Any]]:
+    from servediff.report.measured import mechanism_json
+
+    return mechanism_json(study)

@@ -5,7 +5,9 @@ servediff compare runs/*.jsonl runs/probes.jsonl --md report.md
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
+from typing import Any
 
 from servediff.compare.hazard import HORIZONS, Hazard
 from servediff.compare.mechanism import (
@@ -184,4 +186,60 @@ def measured(study: Study) -> list[str]:
         if m.explanations:
             out.append(precision_line(m))
         out.append("")
+    return out
+
+
+def _dist(d: Distribution | None) -> dict[str, Any] | None:
+    return None if d is None else {"top": [list(t) for t in d.top], "gap": d.gap, "source": d.source}
+
+
+def mechanism_json(study: Study) -> list[dict[str, Any]]:
+    """The measured section for ``compare --json``: one entry per control and pair."""
+    out = []
+    for pair in [*study.controls, *study.pairs]:
+        m = measure_pair(pair, study.probes, study.near_tie)
+        h = m.hazard
+        out.append(
+            {
+                "suite": m.suite,
+                "a": m.a,
+                "b": m.b,
+                "kind": m.kind,
+                "near_tie_nats": m.threshold,
+                "divergences": [
+                    {
+                        "item_id": e.point.item_id,
+                        "token_index": e.point.index,
+                        "alignment": e.point.alignment,
+                        "a_token": e.point.a_token,
+                        "b_token": e.point.b_token,
+                        "class": e.cls,
+                        "note": e.note,
+                        "a": _dist(e.a),
+                        "b": _dist(e.b),
+                        "a_probe": _dist(e.a_probe),
+                        "b_probe": _dist(e.b_probe),
+                        "shift_a_token": e.shift_a_token,
+                        "shift_b_token": e.shift_b_token,
+                    }
+                    for e in m.explanations
+                ],
+                "drift": None if m.drift is None else dataclasses.asdict(m.drift),
+                "hazard": None
+                if h is None
+                else {
+                    "events": h.events,
+                    "exposure_tokens": h.exposure,
+                    "rate": h.rate,
+                    "lower": h.lower,
+                    "upper": h.upper,
+                    "confidence": h.confidence,
+                    "upper_bound_only": h.upper_bound_only,
+                    "p_within": {str(n): h.p_within(n) for n in HORIZONS},
+                },
+                "tokens_without_counts": m.no_token_data,
+                "precision": dataclasses.asdict(m.precision),
+                "probe_record": m.probe_path,
+            }
+        )
     return out
