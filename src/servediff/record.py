@@ -283,6 +283,6 @@ def _share(item: Item, shared: dict[int, int]) -> None:
     a 100,000-item record's memory by more than half.
     """
     if item.token_ids:
-        item.token_ids[:] = [shared.setdefault(t, t) for t in item.token_ids]
+        item.token_ids[:] = map(shared.setdefault, item.token_ids, item.token_ids)
     if item.tokens:
-        item.tokens[:] = [sys.intern(t) for t in item.tokens]
+        item.tokens[:] = map(sys.intern, item.tokens)

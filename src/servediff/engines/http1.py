@@ -69,25 +69,38 @@ def parse_head(buf: bytes | bytearray) -> _Head | None:
     end = buf.find(b"\r\n\r\n")
     if end < 0:
         return None
-    lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
-    version, _, rest = lines[0].partition(" ")
+    # Three lookups in the lower-cased head instead of a loop over every header: this runs
+    # once per response, and only three headers decide the framing.
+    head = bytes(buf[: end + 2]).lower()
     try:
-        status = int(rest[:3])
-    except ValueError as exc:
-        raise TransportError(f"malformed status line {lines[0]!r}") from exc
-    length, keep_alive = UNTIL_CLOSE, version != "HTTP/1.0"
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        name, value = name.strip().lower(), value.strip().lower()
-        if name == "content-length":
-            length = int(value)
-        elif name == "transfer-encoding" and "chunked" in value:
-            length = CHUNKED
-        elif name == "connection":
-            keep_alive = value == "keep-alive" or (keep_alive and value != "close")
+        status = int(head[9:12]) if head.startswith(b"http/1.") else -1
+    except ValueError:
+        status = -1
+    if status < 0:
+        raise TransportError(f"malformed status line {bytes(buf[: min(end, 80)])!r}")
+    keep_alive = not head.startswith(b"http/1.0")
+    length = UNTIL_CLOSE
+    value = _header(head, b"\r\ncontent-length:")
+    if value is not None:
+        length = int(value)
+    value = _header(head, b"\r\ntransfer-encoding:")
+    if value is not None and b"chunked" in value:
+        length = CHUNKED
+    value = _header(head, b"\r\nconnection:")
+    if value is not None:
+        keep_alive = value == b"keep-alive" or (keep_alive and value != b"close")
     if status in (204, 304) or 100 <= status < 200:
         length = 0
     return _Head(status, end + 4, length, keep_alive and length != UNTIL_CLOSE)
+
+
+def _header(head: bytes, name: bytes) -> bytes | None:
+    """The stripped value of header ``name`` (given as b"\\r\\nname:") in a lower-cased head."""
+    i = head.find(name)
+    if i < 0:
+        return None
+    start = i + len(name)
+    return head[start : head.find(b"\r\n", start)].strip()
 
 
 def dechunk(buf: bytes | bytearray, pos: int) -> tuple[bytes, int] | None:

@@ -302,7 +302,7 @@ def _text(raw: bytes) -> str:
 def json_object(raw: bytes) -> dict[str, Any]:
     """A response body that must be a JSON object; anything else raises ValueError."""
     try:
-        parsed = json.loads(raw)
+        parsed = json.loads(raw.decode())  # str, not bytes: skips json's encoding detection
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"response is not JSON ({exc}): {raw[:200]!r}") from exc
     if not isinstance(parsed, dict):
