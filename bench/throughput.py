@@ -125,7 +125,8 @@ def _rows(cfg: Config, rates: dict[str, list[float]], ceilings: list[tuple[float
         Row(
             part,
             "setup",
-            f"{cfg.requests:,} requests per client, median of {cfg.repeats}; ratios in ( ) vs servediff",
+            f"{cfg.requests:,} requests per client and setting, median of {cfg.repeats} runs; "
+            "(n×): servediff's rate at the same concurrency ÷ lm-eval's",
         )
     )
     return rows
