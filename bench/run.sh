@@ -4,6 +4,9 @@
 #   bash bench/run.sh --parts throughput   # one part; see `--help` for the rest
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One run at a time: a second run would race the first one's environment set-up (and its numbers).
+exec 9>bench/.lock
+flock -n 9 || { echo "another bench/run.sh is running" >&2; exit 2; }
 # servediff itself, as the README's setup installs it.
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q -e '.[test]'
