@@ -42,10 +42,10 @@ def direct_llama(k: LlamaKnobs) -> Any:
     )
 
 
-def run_direct(k: LlamaKnobs, samples: list[Sample], max_tokens: int) -> tuple[int, float, list[str]]:
+def run_direct(k: LlamaKnobs, samples: list[Sample], max_tokens: int) -> tuple[int, float, float, list[str]]:
     llm = direct_llama(k)
     tokens, texts = 0, []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for s in samples:
         if not k.prefix_cache:
             llm.reset()
@@ -61,19 +61,21 @@ def run_direct(k: LlamaKnobs, samples: list[Sample], max_tokens: int) -> tuple[i
         )
         tokens += out["usage"]["completion_tokens"]
         texts.append(out["choices"][0]["message"]["content"] or "")
-    return tokens, time.perf_counter() - t0, texts
+    return tokens, time.perf_counter() - t0, time.process_time() - c0, texts
 
 
-def run_servediff(k: LlamaKnobs, samples: list[Sample], max_tokens: int) -> tuple[int, float, list[str]]:
+def run_servediff(
+    k: LlamaKnobs, samples: list[Sample], max_tokens: int
+) -> tuple[int, float, float, list[str]]:
     engine = LlamaCppEngine(k, label="bench")
     done: list[Completion] = []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     engine.generate(samples, SamplingParams(max_tokens=max_tokens), done.append)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     engine.close()
     if any(c.error for c in done):
         raise RuntimeError(f"servediff engine errors: {[c.error for c in done if c.error]}")
-    return sum(c.n_tokens or 0 for c in done), seconds, [c.text for c in done]
+    return sum(c.n_tokens or 0 for c in done), seconds, cpu, [c.text for c in done]
 
 
 def main() -> None:
@@ -89,8 +91,8 @@ def main() -> None:
     knobs = CONFIGS[args.config]
     if args.threads:
         knobs = dataclasses.replace(knobs, threads=args.threads)
-    tokens, seconds, texts = run(knobs, samples, args.max_tokens)
-    print(json.dumps({"tokens": tokens, "seconds": seconds, "texts": texts}))
+    tokens, seconds, cpu, texts = run(knobs, samples, args.max_tokens)
+    print(json.dumps({"tokens": tokens, "seconds": seconds, "cpu_seconds": cpu, "texts": texts}))
 
 
 if __name__ == "__main__":
