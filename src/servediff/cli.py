@@ -9,11 +9,12 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from servediff import __version__
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from servediff.engines import Engine
     from servediff.engines.hf_knobs import HFKnobs
     from servediff.engines.knobs import LlamaKnobs
+    from servediff.record import Run
 
 EXAMPLES = """\
 examples:
@@ -150,7 +152,43 @@ def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("--json", action="store_true", help="print the machine-readable summary instead")
     p.add_argument("--force", action="store_true", help="compare even if prompts/sampling/model differ")
     p.add_argument("--title", default="servediff report")
+    p.add_argument(
+        "--near-tie",
+        type=float,
+        default=0.1,
+        help="near-tie threshold for A's top-1 − top-2 logprob gap, in nats (default 0.1)",
+    )
     p.set_defaults(func=cmd_compare)
+
+
+def _add_probe(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "probe",
+        help="measure the top-k at every divergence of two runs, after the runs",
+        description="For each divergence of RUN_A vs RUN_B, ask each configuration for its top-k "
+        "next tokens after prompt + common prefix, and write a probe record that `compare` reads "
+        "beside the runs. Embedded runs are rebuilt from their headers' knobs; servers are given "
+        "with --base-url-a/--base-url-b (chat prompts need --template).",
+    )
+    p.add_argument("run_a", type=Path)
+    p.add_argument("run_b", type=Path)
+    p.add_argument("--out", type=Path, required=True, help="probe record (JSONL) to write")
+    p.add_argument("--k", type=int, default=5, help="top-k to obtain (default 5)")
+    p.add_argument("--model-path", type=Path, help="GGUF of the embedded runs (default: SmolLM2)")
+    p.add_argument("--base-url-a", help="server of configuration A (OpenAI-compatible)")
+    p.add_argument("--base-url-b", help="server of configuration B")
+    p.add_argument(
+        "--template",
+        type=Path,
+        help="chat template for servers: a .gguf (its metadata), tokenizer_config.json or a Jinja file",
+    )
+    p.add_argument(
+        "--replay",
+        action="store_true",
+        help="servers: send the prefix token by token so a server that reuses its KV cache "
+        "(llama-cpp-python) evaluates it as generation did; default: one pass",
+    )
+    p.set_defaults(func=cmd_probe)
 
 
 def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -212,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"servediff {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_demo, _add_run, _add_compare, _add_configs, _add_experiment):
+    for add in (_add_demo, _add_run, _add_compare, _add_probe, _add_configs, _add_experiment):
         add(sub)
     return parser
 
@@ -313,17 +351,79 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from servediff.compare.probe import is_probe_record, read_probes
     from servediff.compare.study import build_study
     from servediff.record import read_run
     from servediff.report.markdown import render, summary_json
 
-    study = build_study([read_run(p) for p in args.runs], force=args.force)
+    runs = [read_run(p) for p in args.runs if not is_probe_record(p)]
+    # The records stay alive to the end: moving them out of the cyclic GC's view keeps its
+    # full collections from re-scanning 100,000s of items while the study and report allocate.
+    gc.freeze()
+    study = build_study(runs, force=args.force)
+    study.probes = [read_probes(p) for p in args.runs if is_probe_record(p)]
+    study.near_tie = args.near_tie
     md = render(study, title=args.title)
     if args.md:
         args.md.parent.mkdir(parents=True, exist_ok=True)
         args.md.write_text(md, encoding="utf-8")
     print(json.dumps(summary_json(study), indent=2) if args.json else md)
     return 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from servediff.compare.probe import probe_pair
+    from servediff.record import read_run
+
+    runs = (read_run(args.run_a), read_run(args.run_b))
+    if bool(args.base_url_a) != bool(args.base_url_b):
+        raise UsageError("give both --base-url-a and --base-url-b, or neither (embedded)")
+    probers, template = _probers(args, runs)
+    try:
+        ps = probe_pair(
+            runs,
+            probers,
+            args.out,
+            k=args.k,
+            identities=(probers[0].identity(), probers[1].identity()),
+            template_source=template,
+        )
+    finally:
+        for pr in probers:
+            getattr(pr, "close", lambda: None)()
+    failed = sum(1 for e in ps.entries.values() if e.error)
+    print(f"{args.out}: {len(ps.entries)} probe(s), {failed} failed")
+    return 2 if failed else 0
+
+
+def _probers(args: argparse.Namespace, runs: tuple[Run, Run]) -> tuple[tuple[Any, Any], str | None]:
+    if args.base_url_a:
+        from servediff.engines.openai_http import HTTPEngine, HTTPOptions
+        from servediff.engines.template import TemplateProber, load_template
+
+        tpl = load_template(args.template) if args.template else None
+        pa, pb = (
+            TemplateProber(HTTPEngine(HTTPOptions(base_url=u), label=r.label), tpl, replay=args.replay)
+            for u, r in ((args.base_url_a, runs[0]), (args.base_url_b, runs[1]))
+        )
+        return (pa, pb), (tpl.source if tpl else None)
+    from servediff.engines.llamacpp import LlamaCppEngine
+
+    engines = []
+    for run in runs:
+        if run.header.engine.get("kind") != "llamacpp":
+            raise UsageError(f"{run.path} is not an embedded run: give --base-url-a/--base-url-b")
+        engine = LlamaCppEngine(_header_knobs(run), model_path=args.model_path, label=run.label)
+        if engine.identity()["model_sha256"] != run.header.engine.get("model_sha256"):
+            raise UsageError(f"{run.path} was run with another model file; pass --model-path")
+        engines.append(engine)
+    return (engines[0], engines[1]), None
+
+
+def _header_knobs(run: Run) -> LlamaKnobs:
+    from servediff.engines.knobs import knobs_from_mapping
+
+    return knobs_from_mapping(dict(run.header.engine.get("knobs") or {}), f"{run.path} header")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from servediff.compare.mechanism import ProbeSet
+from servediff.compare.probe import probe_pair, read_probes
 from servediff.compare.study import Study, build_study
 from servediff.engines.knobs import CONFIGS, LlamaKnobs
 from servediff.engines.llamacpp import LlamaCppEngine
@@ -56,12 +58,31 @@ def run_config(
     return read_run(out)
 
 
+def probe_demo(a: Run, b: Run, opts: DemoOptions) -> ProbeSet:
+    """Probe every stock-vs-tuned divergence after the runs (reused when already done)."""
+    out = opts.out / "runs" / f"{a.header.suite.name}-probes.jsonl"
+    if out.exists():
+        done = read_probes(out)
+        if (done.a, done.b) == ((a.label, a.header.repeat), (b.label, b.header.repeat)):
+            return done
+    engines = [LlamaCppEngine(CONFIGS[r.label], model_path=opts.model, label=r.label) for r in (a, b)]
+    try:
+        ids = (engines[0].identity(), engines[1].identity())
+        return probe_pair((a, b), (engines[0], engines[1]), out, k=5, identities=ids)
+    finally:
+        for e in engines:
+            e.close()
+
+
 def run_demo(opts: DemoOptions) -> tuple[Study, Path]:
     t0 = time.perf_counter()
     suite = load_suite("prompts", SuiteOptions(limit=opts.limit))
-    sampling = SamplingParams(max_tokens=opts.max_tokens)
+    # Top-5 logprobs: the embedded engine reads the logits that chose each token, so recording
+    # them does not change its path (the stock control still has to come out identical).
+    sampling = SamplingParams(max_tokens=opts.max_tokens, top_logprobs=5)
     runs = [run_config(suite, label, rep, CONFIGS[label], sampling, opts) for label, rep in SCHEDULE]
     study = build_study(runs)
+    study.probes = [probe_demo(runs[0], runs[2], opts)]
     report = opts.out / "report.md"
     wall = time.perf_counter() - t0
     report.write_text(

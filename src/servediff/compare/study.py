@@ -16,6 +16,7 @@ from itertools import combinations
 from pathlib import PurePath
 
 from servediff.compare.divergence import Divergence, Side, find_divergence
+from servediff.compare.mechanism import DEFAULT_THRESHOLD, ProbeSet
 from servediff.record import Item, Run
 
 
@@ -50,6 +51,9 @@ class Study:
     controls: list[PairResult]
     pairs: list[PairResult]
     warnings: list[str]
+    # Probe records (``servediff probe``) read beside the runs, and the near-tie threshold (nats).
+    probes: list[ProbeSet] = field(default_factory=list)
+    near_tie: float = DEFAULT_THRESHOLD
 
     @property
     def suites(self) -> list[str]:

@@ -25,6 +25,7 @@ class ProbeResult:
 
     top: tuple[tuple[str, float], ...]
     method: str  # e.g. "embedded: step-by-step replay", "http: /v1/completions one pass"
+    ids: tuple[int, ...] | None = None  # token ids of ``top`` where the engine knows them
 
 
 class Engine(Protocol):

@@ -199,7 +199,8 @@ class LlamaCppEngine:
         method = "embedded replay: prompt in n_batch chunks, then one token per step"
         if self.knobs.prompt_lookup:
             method += " (the run verified speculative drafts in chunks: an estimate)"
-        return ProbeResult(tuple((self._piece(int(i)), float(v)) for i, v in zip(idx, vals)), method)
+        top = tuple((self._piece(int(i)), float(v)) for i, v in zip(idx, vals))
+        return ProbeResult(top, method, tuple(int(i) for i in idx))
 
     def close(self) -> None:
         self._llm.close() if hasattr(self._llm, "close") else None

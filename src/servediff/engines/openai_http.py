@@ -2,29 +2,34 @@
 
     servediff run --engine http --base-url http://127.0.0.1:8000 --suite prompts --out a.jsonl
 
-Chat items go to ``/v1/chat/completions``, raw prompts to ``/v1/completions``. The client is
-aiohttp with one pooled session and a semaphore: measured, httpx's pool got slower as
-concurrency rose while aiohttp kept up (see BENCHMARKS.md). Retries (with backoff) happen only
-where a retry can help: connection errors, 429 and 5xx. Whatever still fails becomes an
-error on its item.
+Chat items go to ``/v1/chat/completions``, raw prompts to ``/v1/completions``. ``concurrency``
+workers each take the next item and send it; for ``http://`` each worker owns a keep-alive
+connection of the lean client in ``http1.py``, for ``https://`` the workers share one aiohttp
+session. Chosen by measurement (BENCHMARKS.md, ``bash bench/run.sh``): httpx's pool got slower
+as concurrency rose, aiohttp kept up but its per-request bookkeeping, not the server, set the
+pace. Retries (with backoff) happen only where a retry can help: connection errors, 429 and
+5xx. Whatever still fails becomes an error on its item.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 
 from servediff.engines import EngineError, OnDone, ProbeResult
+from servediff.engines.http1 import Connection, Endpoint, TransportError
 from servediff.types import Completion, Sample, SamplingParams, TokenLogprob
 
+T = TypeVar("T")
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
@@ -107,20 +112,37 @@ class HTTPEngine:
 
     # --- generation ----------------------------------------------------------------------
     def generate(self, samples: Sequence[Sample], params: SamplingParams, on_done: OnDone) -> None:
-        asyncio.run(self._generate(samples, params, on_done))
+        run_async(self._generate(samples, params, on_done))
 
     async def _generate(self, samples: Sequence[Sample], params: SamplingParams, on_done: OnDone) -> None:
-        sem = asyncio.Semaphore(max(self.options.concurrency, 1))
-        async with self._session() as session:
+        pending = iter(samples)  # shared by the workers: each takes the next item when free
+        workers = max(1, min(self.options.concurrency, len(samples)))
 
-            async def one(sample: Sample) -> None:
-                async with sem:
-                    completion = await self._request(session, sample, params)
+        async def work(channel: Channel) -> None:
+            for sample in pending:
+                completion = await self._request(channel, sample, params)
                 if self.options.retokenize and completion.error is None and completion.token_ids is None:
-                    await self._retokenize(session, completion)
+                    await self._retokenize(channel, completion)
                 on_done(completion)
 
-            await asyncio.gather(*(one(s) for s in samples))
+        async with self._channels(workers) as channels:
+            await asyncio.gather(*(work(ch) for ch in channels))
+
+    @contextlib.asynccontextmanager
+    async def _channels(self, n: int) -> AsyncIterator[list[Channel]]:
+        """One channel per worker: own lean connections for http://, a shared aiohttp session else."""
+        if self.base_url.startswith("http://"):
+            endpoint = Endpoint.from_url(self.base_url, os.environ.get(self.options.api_key_env))
+            lean = [Connection(endpoint, self.options.timeout_s) for _ in range(n)]
+            try:
+                yield list(lean)
+            finally:
+                for conn in lean:
+                    conn.close()
+            return
+        async with self._session() as session:
+            shared = _AiohttpChannel(session)
+            yield [shared] * n
 
     def payload(self, sample: Sample, params: SamplingParams) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {
@@ -142,25 +164,30 @@ class HTTPEngine:
             body["logprobs"] = params.top_logprobs
         return f"{self.base_url}/v1/completions", body
 
-    async def _request(
-        self, session: aiohttp.ClientSession, sample: Sample, params: SamplingParams
-    ) -> Completion:
+    async def _request(self, channel: Channel, sample: Sample, params: SamplingParams) -> Completion:
         url, body = self.payload(sample, params)
-        data = json.dumps(body)
+        data = json.dumps(body).encode()
         t0 = time.perf_counter()
         last = "no attempt made"
         for attempt in range(self.options.max_retries + 1):
             try:
-                raw = await self._post(session, url, data)
-                return parse_response(sample.id, raw, time.perf_counter() - t0)
-            except _RetryableError as exc:
-                last = str(exc)
-            except aiohttp.ClientConnectionError as exc:
+                status, raw = await channel.post(url, data)
+            except TransportError as exc:
                 last = f"connection error: {exc}"
             except asyncio.TimeoutError:
                 return _failed(sample.id, f"timeout after {self.options.timeout_s:g} s", t0)
-            except (aiohttp.ClientError, ValueError) as exc:  # 4xx, broken JSON: retrying won't help
+            except ValueError as exc:  # a protocol error retrying won't fix
                 return _failed(sample.id, str(exc), t0)
+            else:
+                if status in RETRY_STATUS:
+                    last = f"HTTP {status}: {_text(raw)[:200]}"
+                elif status >= 400:  # 4xx: retrying won't help
+                    return _failed(sample.id, f"HTTP {status}: {_text(raw)[:300]}", t0)
+                else:
+                    try:
+                        return parse_response(sample.id, json_object(raw), time.perf_counter() - t0)
+                    except ValueError as exc:
+                        return _failed(sample.id, str(exc), t0)
             if attempt < self.options.max_retries:
                 delay = self.options.backoff_s * 2**attempt
                 await asyncio.sleep(delay * (0.5 + random.random() / 2))
@@ -181,7 +208,7 @@ class HTTPEngine:
             raise ValueError(f"response is not a JSON object: {text[:200]!r}")
         return parsed
 
-    async def _retokenize(self, session: aiohttp.ClientSession, c: Completion) -> None:
+    async def _retokenize(self, channel: Channel, c: Completion) -> None:
         """Token ids of the text from the server's tokenizer, when it exposes one.
 
         Without token data a divergence has only a character index; retokenizing the text gives
@@ -192,11 +219,11 @@ class HTTPEngine:
             ("/tokenize", {"model": self.model, "prompt": c.text, "add_special_tokens": False}),
         ):
             try:
-                async with session.post(f"{self.base_url}{path}", json=body) as resp:
-                    if resp.status != 200:
-                        continue
-                    out = await resp.json()
-            except (aiohttp.ClientError, ValueError, asyncio.TimeoutError):
+                status, raw = await channel.post(f"{self.base_url}{path}", json.dumps(body).encode())
+                if status != 200:
+                    continue
+                out = json.loads(raw)
+            except (TransportError, ValueError, asyncio.TimeoutError):
                 continue
             tokens = out.get("tokens") if isinstance(out, dict) else None
             if isinstance(tokens, list) and all(isinstance(t, int) for t in tokens):
@@ -233,6 +260,54 @@ async def _get_json(session: aiohttp.ClientSession, url: str) -> Any:
         if resp.status != 200:
             raise ValueError(f"GET {url}: HTTP {resp.status}")
         return await resp.json(content_type=None)
+
+
+class Channel(Protocol):
+    """How a worker sends one POST: (status, body bytes), or TransportError / TimeoutError."""
+
+    async def post(self, url: str, body: bytes) -> tuple[int, bytes]: ...
+
+
+class _AiohttpChannel:
+    """The aiohttp path (https, or anything the lean client does not speak)."""
+
+    def __init__(self, session: aiohttp.ClientSession) -> None:
+        self.session = session
+
+    async def post(self, url: str, body: bytes) -> tuple[int, bytes]:
+        try:
+            async with self.session.post(url, data=body) as resp:
+                return resp.status, await resp.read()
+        except asyncio.TimeoutError:
+            raise
+        except aiohttp.ClientConnectionError as exc:
+            raise TransportError(str(exc)) from exc
+        except aiohttp.ClientError as exc:  # a broken payload or protocol: retrying won't help
+            raise ValueError(str(exc)) from exc
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine on uvloop when it is installed (fewer Python frames per I/O event)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+def json_object(raw: bytes) -> dict[str, Any]:
+    """A response body that must be a JSON object; anything else raises ValueError."""
+    try:
+        parsed = json.loads(raw.decode())  # str, not bytes: skips json's encoding detection
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"response is not JSON ({exc}): {raw[:200]!r}") from exc
+    if not isinstance(parsed, dict):
+        raise ValueError(f"response is not a JSON object: {raw[:200]!r}")
+    return parsed
 
 
 def _failed(item_id: str, error: str, t0: float) -> Completion:

@@ -158,12 +158,20 @@ def limitations(study: Study) -> list[str]:
     ]
 
 
+def measured(study: Study) -> list[str]:
+    # Imported here: that module uses this one's helpers.
+    from servediff.report.measured import measured as section
+
+    return section(study)
+
+
 SECTIONS: list[Section] = [
     summary,
     verification,
     method,
     identity_tables,
     divergences,
+    measured,
     load_sweep,
     limitations,
 ]
@@ -214,4 +222,11 @@ def summary_json(study: Study) -> dict[str, Any]:
         "controls": [pair(p) for p in study.controls],
         "pairs": [pair(p) for p in study.pairs],
         "warnings": study.warnings,
+        "mechanism": _mechanism_json(study),
     }
+
+
+def _mechanism_json(study: Study) -> list[dict[str, Any]]:
+    from servediff.report.measured import mechanism_json
+
+    return mechanism_json(study)

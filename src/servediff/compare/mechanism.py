@@ -1,0 +1,389 @@
+"""Why two completions diverged, measured: the logprob gap at the first differing token.
+
+    servediff compare runs/*.jsonl probes.jsonl --md report.md   # "Why the text diverges — measured"
+
+For each divergence: the first differing *token* (token ids when both runs have engine ids,
+else token text), each configuration's top-k there (recorded during the run, or from a probe
+record written by ``servediff probe``), the top-1 − top-2 gap, a class, and the shift of the two
+tokens' logprobs between configurations. Over the tokens both runs share, the drift of the chosen
+token's logprob. Pure functions on run items and probe entries; no engine is called here.
+
+Classes (threshold in nats, default 0.1):
+  near-tie flip  both sides rank the same two tokens on top and A's gap is below the threshold
+  rank change    a larger gap, but each side's token is in the other side's top-k
+  unexplained    the other side's token is outside the top-k, or no logprobs were obtainable
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from servediff.compare import hazard as hz
+from servediff.record import Item
+
+if TYPE_CHECKING:
+    from servediff.compare.study import PairResult
+
+NEAR_TIE = "near-tie flip"
+RANK_CHANGE = "rank change"
+UNEXPLAINED = "unexplained"
+RECORDED = "recorded during the run"
+DEFAULT_THRESHOLD = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """The first differing token of one item. A token of None is the end of the sequence."""
+
+    item_id: str
+    index: int | None
+    a_token: str | None
+    b_token: str | None
+    a_id: int | None
+    b_id: int | None
+    alignment: str  # "token ids (engine)", "token text (engine)", "token ids (retokenized)", "none"
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    """One side's top-k at the divergence position, best first, and what computed it."""
+
+    top: tuple[tuple[str, float], ...]
+    source: str  # RECORDED, or "probe: <method>"
+    ids: tuple[int, ...] | None = None
+
+    @property
+    def gap(self) -> float | None:
+        return self.top[0][1] - self.top[1][1] if len(self.top) >= 2 else None
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeEntry:
+    """One probe line: the top-k after prompt + common prefix under one configuration."""
+
+    item_id: str
+    side: str  # "a" or "b"
+    token_index: int
+    top: tuple[tuple[str, float], ...]
+    ids: tuple[int, ...] | None
+    method: str
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    point: Point
+    a: Distribution | None
+    b: Distribution | None
+    cls: str
+    shift_a_token: float | None  # logprob of A's token under B minus under A
+    shift_b_token: float | None
+    note: str  # why unexplained, or a caveat (a probe whose argmax is not the run's token)
+    a_probe: Distribution | None = None  # kept beside a recorded A to show the probe's error
+    b_probe: Distribution | None = None
+
+    @property
+    def gap_a(self) -> float | None:
+        return self.a.gap if self.a else None
+
+    @property
+    def gap_b(self) -> float | None:
+        return self.b.gap if self.b else None
+
+
+@dataclass(frozen=True, slots=True)
+class Drift:
+    """|Δ logprob| of the chosen token between configurations over shared tokens."""
+
+    n: int
+    median: float
+    p99: float
+    max: float
+
+
+# --- where ------------------------------------------------------------------------------------
+def _first(a: Sequence[object], b: Sequence[object]) -> int:
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
+
+
+def token_texts(item: Item) -> list[str] | None:
+    """The engine's own token texts: from the logprobs when recorded (always the generated
+    tokens), else ``tokens``. Retokenized ids are not texts of generation."""
+    if item.logprobs is not None:
+        return [lp[0] for lp in item.logprobs]
+    return item.tokens
+
+
+def first_token(item_id: str, a: Item, b: Item) -> Point | None:
+    """None when the texts are identical. Engine ids beat engine texts beat retokenized ids."""
+    if a.text == b.text:
+        return None
+    ta, tb = token_texts(a), token_texts(b)
+    engine_ids = a.token_source == b.token_source == "engine"
+    if engine_ids and a.token_ids is not None and b.token_ids is not None:
+        i, how = _first(a.token_ids, b.token_ids), "token ids (engine)"
+    elif ta is not None and tb is not None:
+        i, how = _first(ta, tb), "token text (engine)"
+    elif a.token_ids is not None and b.token_ids is not None:
+        i, how = _first(a.token_ids, b.token_ids), "token ids (retokenized)"
+    else:
+        return Point(item_id, None, None, None, None, None, "none")
+
+    def at(seq: Sequence[object] | None) -> object | None:
+        return seq[i] if seq is not None and i < len(seq) else None
+
+    ids_ok = engine_ids or how == "token ids (retokenized)"
+    a_id, b_id = (at(a.token_ids), at(b.token_ids)) if ids_ok else (None, None)
+    return Point(item_id, i, at(ta), at(tb), a_id, b_id, how)  # type: ignore[arg-type]
+
+
+# --- which numbers -----------------------------------------------------------------------------
+def recorded(item: Item, index: int) -> Distribution | None:
+    if item.logprobs is None or index >= len(item.logprobs) or len(item.logprobs[index][2]) < 2:
+        return None
+    return Distribution(tuple((str(t), float(v)) for t, v in item.logprobs[index][2]), RECORDED)
+
+
+def from_probe(entry: ProbeEntry | None) -> Distribution | None:
+    if entry is None or entry.error or len(entry.top) < 2:
+        return None
+    return Distribution(entry.top, f"probe: {entry.method}", entry.ids)
+
+
+def _is_end(text: str) -> bool:
+    # End-of-sequence tokens detokenize to "" in llama.cpp; other servers spell them out.
+    return text == "" or (text.startswith("<") and text.endswith(">") and len(text) > 2)
+
+
+def rank(d: Distribution, token: str | None, token_id: int | None) -> int | None:
+    """0-based rank of a token in a top-k (by id when both are known, else by text)."""
+    if d.ids is not None and token_id is not None:
+        return d.ids.index(token_id) if token_id in d.ids else None
+    for r, (text, _) in enumerate(d.top):
+        if (token is None and _is_end(text)) or text == token:
+            return r
+    return None
+
+
+def logprob_of(d: Distribution, token: str | None, token_id: int | None) -> float | None:
+    r = rank(d, token, token_id)
+    return None if r is None else d.top[r][1]
+
+
+# --- classification ----------------------------------------------------------------------------
+def classify(p: Point, a: Distribution | None, b: Distribution | None, threshold: float) -> tuple[str, str]:
+    """(class, note). ``a`` is required for any class but unexplained."""
+    if a is None:
+        return UNEXPLAINED, "no logprobs obtainable for A at this position"
+    b_in_a = rank(a, p.b_token, p.b_id)
+    a_in_b = None if b is None else rank(b, p.a_token, p.a_id)
+    if b_in_a is None:
+        return UNEXPLAINED, f"B's token is not in A's top-{len(a.top)}"
+    if b is not None and a_in_b is None:
+        return UNEXPLAINED, f"A's token is not in B's top-{len(b.top)}"
+    a_self = rank(a, p.a_token, p.a_id)
+    top2_a = {a_self, b_in_a} == {0, 1}
+    top2_b = b is None or {rank(b, p.b_token, p.b_id), a_in_b} == {0, 1}
+    gap = a.gap
+    notes = [] if a_self == 0 else [f"A's numbers put A's own token at rank {_r(a_self)}"]
+    if b is not None and rank(b, p.b_token, p.b_id) != 0:
+        notes.append(f"B's numbers put B's own token at rank {_r(rank(b, p.b_token, p.b_id))}")
+    if b is None:
+        notes.append("B's top-k not obtained: classified from A alone")
+    if top2_a and top2_b and gap is not None and gap < threshold:
+        return NEAR_TIE, "; ".join(notes)
+    return RANK_CHANGE, "; ".join(notes)
+
+
+def _r(r: int | None) -> str:
+    return "outside the top-k" if r is None else str(r + 1)
+
+
+def explain(
+    p: Point,
+    items: tuple[Item, Item],
+    probes: Mapping[tuple[str, str], ProbeEntry],
+    threshold: float = DEFAULT_THRESHOLD,
+) -> Explanation:
+    """Recorded logprobs when the run has them (the very logits that chose), else the probe."""
+    if p.index is None:
+        return Explanation(p, None, None, UNEXPLAINED, None, None, "no token data: cannot locate the token")
+    rec_a, rec_b = recorded(items[0], p.index), recorded(items[1], p.index)
+    probe_a, probe_b = from_probe(probes.get((p.item_id, "a"))), from_probe(probes.get((p.item_id, "b")))
+    a, b = rec_a or probe_a, rec_b or probe_b
+    cls, note = classify(p, a, b, threshold)
+    if a is None:
+        why = _missing(items[0], p.index, probes.get((p.item_id, "a")))
+        note = f"{note} ({why})"
+    shift_a = shift_b = None
+    if a is not None and b is not None:
+        shift_a = _diff(logprob_of(b, p.a_token, p.a_id), logprob_of(a, p.a_token, p.a_id))
+        shift_b = _diff(logprob_of(b, p.b_token, p.b_id), logprob_of(a, p.b_token, p.b_id))
+    kept = (probe_a if rec_a is not None else None, probe_b if rec_b is not None else None)
+    return Explanation(p, a, b, cls, shift_a, shift_b, note, *kept)
+
+
+def _diff(x: float | None, y: float | None) -> float | None:
+    return None if x is None or y is None else x - y
+
+
+def _missing(item: Item, index: int, entry: ProbeEntry | None) -> str:
+    if item.logprobs is None:
+        run = "the run did not record logprobs"
+    elif index >= len(item.logprobs):
+        run = "A ended here, and the run records no logprobs for the end token"
+    else:
+        run = "the run recorded fewer than 2 alternatives"
+    probe = "no probe" if entry is None else f"probe failed: {entry.error}" if entry.error else "probe empty"
+    return f"{run}; {probe}"
+
+
+# --- over the whole pair ----------------------------------------------------------------------
+def shared_deltas(a: Item, b: Item, upto: int | None) -> list[float]:
+    """|Δ logprob| of the chosen token at each shared position before ``upto`` (None: all)."""
+    if a.logprobs is None or b.logprobs is None:
+        return []
+    n = min(len(a.logprobs), len(b.logprobs))
+    n = n if upto is None else min(n, upto)
+    return [abs(a.logprobs[i][1] - b.logprobs[i][1]) for i in range(n)]
+
+
+def drift(deltas: Sequence[float]) -> Drift | None:
+    if not deltas:
+        return None
+    arr = np.asarray(deltas, dtype=np.float64)
+    return Drift(len(arr), float(np.median(arr)), float(np.percentile(arr, 99)), float(arr.max()))
+
+
+@dataclass(frozen=True, slots=True)
+class Precision:
+    """How finely the recorded logprobs resolve a gap.
+
+    Exact top-1/top-2 ties are the signature of coarse logits: bf16 puts logprobs on a grid of
+    roughly 1/32–1/8 nat, where a few percent of positions tie exactly; float32 logits almost
+    never tie. ``dtype`` is set where the engine is known to compute logits in one type.
+    """
+
+    positions: int  # recorded positions with at least two alternatives
+    exact_ties: int  # of those, top-1 logprob == top-2 logprob
+    smallest_step: float | None  # smallest non-zero difference within one top-k
+    dtype: str | None
+
+    @property
+    def coarse(self) -> bool:
+        return self.dtype is None and self.positions > 0 and self.exact_ties / self.positions >= 0.005
+
+
+def precision(items: Sequence[Item], dtype: str | None = None) -> Precision:
+    best, positions, ties = math.inf, 0, 0
+    for item in items:
+        for _, _, top in item.logprobs or ():
+            if len(top) < 2:
+                continue
+            positions += 1
+            ties += int(top[0][1] == top[1][1])
+            vals = sorted({v for _, v in top}, reverse=True)
+            for x, y in itertools.pairwise(vals):
+                best = min(best, x - y)
+    return Precision(positions, ties, None if best == math.inf else best, dtype)
+
+
+def known_dtype(engines: Sequence[dict[str, object]]) -> str | None:
+    # llama.cpp's output layer always produces float32 logits, whatever the weights' type.
+    if engines and all(e.get("kind") == "llamacpp" for e in engines):
+        return "float32 (llama.cpp logits)"
+    return None
+
+
+def survival_time(a: Item, b: Item, p: Point | None) -> tuple[int, bool] | None:
+    """(tokens at risk, diverged), or None when the record has no token count to use."""
+    if p is not None:
+        return None if p.index is None else (p.index + 1, True)
+    n = a.n_tokens if a.n_tokens is not None else len(token_texts(a) or a.token_ids or []) or None
+    return None if n is None else (n, False)
+
+
+def pair_hazard(times: Sequence[tuple[int, bool] | None]) -> tuple[hz.Hazard | None, int]:
+    """The hazard over the usable survival times, and how many items had no token data."""
+    usable = [t for t in times if t is not None]
+    events, exposure = hz.survival(usable)
+    return (hz.estimate(events, exposure) if exposure > 0 else None), len(times) - len(usable)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSet:
+    """A probe record read back: which two runs it probed, and its entries."""
+
+    path: str
+    suite: str
+    a: tuple[str, int]  # (label, repeat)
+    b: tuple[str, int]
+    k: int
+    template_source: str | None
+    entries: dict[tuple[str, str], ProbeEntry]
+
+
+@dataclass(frozen=True, slots=True)
+class PairMechanism:
+    suite: str
+    a: str
+    b: str
+    kind: str
+    threshold: float
+    explanations: tuple[Explanation, ...]
+    drift: Drift | None
+    hazard: hz.Hazard | None
+    no_token_data: int  # items left out of the hazard (no token counts)
+    precision: Precision
+    probe_path: str | None
+
+
+def matching_probes(pair: PairResult, probes: Sequence[ProbeSet]) -> ProbeSet | None:
+    ka = (pair.a_run.label, pair.a_run.header.repeat)
+    kb = (pair.b_run.label, pair.b_run.header.repeat)
+    return next((p for p in probes if p.suite == pair.suite and (p.a, p.b) == (ka, kb)), None)
+
+
+def measure_pair(
+    pair: PairResult, probes: Sequence[ProbeSet] = (), threshold: float = DEFAULT_THRESHOLD
+) -> PairMechanism:
+    ps = matching_probes(pair, probes)
+    entries = ps.entries if ps else {}
+    explanations: list[Explanation] = []
+    deltas: list[float] = []
+    times: list[tuple[int, bool] | None] = []
+    used: list[Item] = []
+    for item_id in pair.a_run.header.suite.item_ids:
+        ia, ib = pair.a_run.items.get(item_id), pair.b_run.items.get(item_id)
+        if ia is None or ib is None or ia.error or ib.error:
+            continue
+        used += [ia, ib]
+        p = first_token(item_id, ia, ib)
+        times.append(survival_time(ia, ib, p))
+        if p is None:
+            deltas += shared_deltas(ia, ib, None)
+            continue
+        explanations.append(explain(p, (ia, ib), entries, threshold))
+        if p.index is not None:
+            deltas += shared_deltas(ia, ib, p.index)
+    hazard, left_out = pair_hazard(times)
+    return PairMechanism(
+        suite=pair.suite,
+        a=pair.a,
+        b=pair.b,
+        kind=pair.kind,
+        threshold=threshold,
+        explanations=tuple(explanations),
+        drift=drift(deltas),
+        hazard=hazard,
+        no_token_data=left_out,
+        precision=precision(used, known_dtype([pair.a_run.header.engine, pair.b_run.header.engine])),
+        probe_path=ps.path if ps else None,
+    )

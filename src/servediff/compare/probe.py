@@ -1,0 +1,204 @@
+"""Probe records: the top-k at every divergence, obtained after the runs from live engines.
+
+    servediff probe runs/stock-1.jsonl runs/tuned-1.jsonl --out runs/probes.jsonl
+
+For each divergence between two runs, each configuration is asked for its top-k next tokens
+after prompt + the common prefix (one-token request; the runs themselves need no logprobs,
+which matters because requesting logprobs can change an engine's path). The answers go to a
+JSONL record — a header naming the two runs, the engines, k and the template source, then one
+line per divergence and side with the method that produced it — which ``servediff compare``
+reads beside the run records, so the report still renders from records only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from servediff import __version__
+from servediff.compare.divergence import first_char_difference
+from servediff.compare.mechanism import Point, ProbeEntry, ProbeSet, first_token, token_texts
+from servediff.engines import Prober
+from servediff.record import Item, RecordError, Run
+from servediff.types import Sample
+
+PROBE_RECORD = "servediff-probe"
+PROBE_SCHEMA = 1
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunRef(_Model):
+    label: str
+    repeat: int
+    path: str
+    fingerprint: str
+
+
+class ProbeHeader(_Model):
+    record: str = PROBE_RECORD
+    schema_version: int = PROBE_SCHEMA
+    tool_version: str
+    created: str
+    suite: str
+    a: RunRef
+    b: RunRef
+    engines: dict[str, dict[str, Any]]
+    k: int
+    template_source: str | None = None
+
+
+class ProbeLine(_Model):
+    item_id: str
+    side: str
+    token_index: int
+    top: list[tuple[str, float]]
+    ids: list[int] | None = None
+    method: str
+    error: str | None = None
+
+
+def is_probe_record(path: Path) -> bool:
+    """True when the file's first line is a probe header (compare sorts its inputs with this)."""
+    try:
+        with Path(path).open(encoding="utf-8") as f:
+            head = json.loads(f.readline() or "null")
+    except (OSError, json.JSONDecodeError):
+        return False
+    return isinstance(head, dict) and head.get("record") == PROBE_RECORD
+
+
+def read_probes(path: Path) -> ProbeSet:
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    try:
+        head = ProbeHeader.model_validate_json(lines[0])
+        parsed = [ProbeLine.model_validate_json(x) for x in lines[1:] if x.strip()]
+    except (ValidationError, IndexError) as exc:
+        raise RecordError(f"{path}: not a valid probe record: {exc}") from exc
+    entries = {
+        (p.item_id, p.side): ProbeEntry(
+            p.item_id, p.side, p.token_index, tuple(p.top), tuple(p.ids) if p.ids else None, p.method, p.error
+        )
+        for p in parsed
+    }
+    return ProbeSet(
+        str(path),
+        head.suite,
+        (head.a.label, head.a.repeat),
+        (head.b.label, head.b.repeat),
+        head.k,
+        head.template_source,
+        entries,
+    )
+
+
+def sample_of(item: Item) -> Sample:
+    if isinstance(item.input, list):
+        return Sample(id=item.id, messages=tuple(dict(m) for m in item.input))
+    return Sample(id=item.id, prompt=str(item.input))
+
+
+def prefix_of(p: Point, a: Item, b: Item) -> tuple[list[int] | None, str, list[str] | None]:
+    """The common prefix as engine token ids (when aligned on them), text, and token pieces."""
+    assert p.index is not None
+    texts = token_texts(a)
+    ids = list(a.token_ids[: p.index]) if p.alignment == "token ids (engine)" and a.token_ids else None
+    if texts is not None and p.alignment != "token ids (retokenized)":
+        pieces = list(texts[: p.index])
+        return ids, "".join(pieces), pieces
+    # Retokenized ids carry no texts: the shared characters are the best available prefix.
+    return ids, a.text[: first_char_difference(a.text, b.text)], None
+
+
+def _one(
+    prober: Prober, sample: Sample, prefix: tuple[list[int] | None, str, list[str] | None], k: int
+) -> Any:
+    from servediff.engines.template import TemplateProber
+
+    ids, text, pieces = prefix
+    if isinstance(prober, TemplateProber):
+        return prober.probe(sample, ids, text, k, prefix_pieces=pieces)
+    return prober.probe(sample, ids, text, k)
+
+
+def probe_pair(
+    runs: tuple[Run, Run],
+    probers: tuple[Prober, Prober],
+    out: Path,
+    k: int = 5,
+    identities: tuple[dict[str, Any], dict[str, Any]] | None = None,
+    template_source: str | None = None,
+) -> ProbeSet:
+    """Probe every divergence of runs[0] vs runs[1] under both configurations; write ``out``.
+
+    The library entry point for code that holds two live engines (an experiment): ``probers``
+    are engines with a ``probe`` method (embedded llama.cpp, or a TemplateProber over HTTP).
+    """
+    a_run, b_run = runs
+    header = ProbeHeader(
+        tool_version=__version__,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        suite=a_run.header.suite.name,
+        a=_ref(a_run),
+        b=_ref(b_run),
+        engines={"a": (identities or ({}, {}))[0], "b": (identities or ({}, {}))[1]},
+        k=k,
+        template_source=template_source,
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as f:
+        f.write(header.model_dump_json() + "\n")
+        for line in _lines(a_run, b_run, probers, k):
+            f.write(line.model_dump_json() + "\n")
+            f.flush()
+    return read_probes(out)
+
+
+def _ref(run: Run) -> RunRef:
+    return RunRef(
+        label=run.label, repeat=run.header.repeat, path=str(run.path), fingerprint=run.header.fingerprint()
+    )
+
+
+def _lines(a_run: Run, b_run: Run, probers: tuple[Prober, Prober], k: int) -> Sequence[ProbeLine]:
+    out: list[ProbeLine] = []
+    for item_id in a_run.header.suite.item_ids:
+        ia, ib = a_run.items.get(item_id), b_run.items.get(item_id)
+        if ia is None or ib is None or ia.error or ib.error:
+            continue
+        p = first_token(item_id, ia, ib)
+        if p is None or p.index is None:
+            continue
+        prefix, sample = prefix_of(p, ia, ib), sample_of(ia)
+        for side, prober in zip("ab", probers):
+            try:
+                r = _one(prober, sample, prefix, k)
+                out.append(
+                    ProbeLine(
+                        item_id=item_id,
+                        side=side,
+                        token_index=p.index,
+                        top=list(r.top),
+                        ids=list(r.ids) if r.ids else None,
+                        method=r.method,
+                    )
+                )
+            except Exception as exc:  # one failed probe is recorded; the others still count
+                out.append(
+                    ProbeLine(
+                        item_id=item_id,
+                        side=side,
+                        token_index=p.index,
+                        top=[],
+                        method="failed",
+                        error=f"{type(exc).__name__}: {exc}",
+                    )
+                )
+    return out

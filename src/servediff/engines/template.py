@@ -1,0 +1,115 @@
+"""A chat template rendered on our side, so a server can be probed after the assistant turn start.
+
+    servediff probe RUN_A RUN_B --base-url-a URL --base-url-b URL --template model.gguf --out p.jsonl
+
+A probe asks for the next token after prompt + the common prefix of two completions. A chat
+endpoint cannot continue a half-written assistant message, so the chat template is applied here
+and the text goes to ``/v1/completions``. The template comes from a GGUF's
+``tokenizer.chat_template`` metadata (read with llama.cpp, vocabulary only), a
+``tokenizer_config.json``, or a Jinja file; which one is recorded in the probe record.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from servediff.engines import EngineError, ProbeResult
+from servediff.types import Message, Sample
+
+
+@dataclass(frozen=True, slots=True)
+class ChatTemplate:
+    template: str
+    bos_token: str
+    eos_token: str
+    source: str  # what the template was read from, for the record
+
+    def render(self, messages: Sequence[Message]) -> str:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        fmt = Jinja2ChatFormatter(self.template, eos_token=self.eos_token, bos_token=self.bos_token)
+        return str(fmt(messages=list(messages)).prompt)  # type: ignore[arg-type]
+
+
+def _token_text(value: Any) -> str:
+    # tokenizer_config.json spells special tokens as a string or as {"content": ...}.
+    if isinstance(value, dict):
+        return str(value.get("content") or "")
+    return str(value or "")
+
+
+def load_template(path: Path) -> ChatTemplate:
+    """From a .gguf (its metadata), a tokenizer_config.json, or a Jinja text file."""
+    path = Path(path)
+    if not path.is_file():
+        raise EngineError(f"chat template source not found: {path}")
+    if path.suffix == ".gguf":
+        import llama_cpp
+
+        llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+        template = llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise EngineError(f"{path.name} has no tokenizer.chat_template in its metadata")
+        vocab = llm._model
+        bos, eos = vocab.token_get_text(vocab.token_bos()), vocab.token_get_text(vocab.token_eos())
+        return ChatTemplate(template, bos, eos, f"GGUF metadata tokenizer.chat_template of {path.name}")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        cfg = json.loads(text)
+        if not cfg.get("chat_template"):
+            raise EngineError(f"{path.name} has no chat_template")
+        return ChatTemplate(
+            str(cfg["chat_template"]),
+            _token_text(cfg.get("bos_token")),
+            _token_text(cfg.get("eos_token")),
+            f"chat_template of {path.name}",
+        )
+    return ChatTemplate(text, "", "", f"Jinja template file {path.name}")
+
+
+class TemplateProber:
+    """Probes an OpenAI-compatible server: our rendering of the prompt, then the prefix text.
+
+    ``replay=False`` sends prompt + prefix once: the server scores the prefix in one pass, a
+    geometry generation never used. ``replay=True`` first sends the prompt, then prompt + each
+    longer prefix token by token: a server that reuses the previous request's KV cache
+    (llama-cpp-python does) then evaluates the prefix one token per step, as generation did.
+    """
+
+    def __init__(self, engine: Any, template: ChatTemplate | None, replay: bool = False) -> None:
+        self.engine = engine  # an HTTPEngine (anything with probe_text and identity)
+        self.template = template
+        self.replay = replay
+
+    def identity(self) -> dict[str, Any]:
+        ident: dict[str, Any] = self.engine.identity()
+        return ident
+
+    def probe(
+        self,
+        sample: Sample,
+        prefix_ids: Sequence[int] | None,
+        prefix_text: str,
+        k: int,
+        prefix_pieces: Sequence[str] | None = None,
+    ) -> ProbeResult:
+        if sample.messages is not None:
+            if self.template is None:
+                raise EngineError("a chat item needs a chat template to be probed over /v1/completions")
+            prompt = self.template.render(sample.messages)
+        else:
+            prompt = sample.prompt or ""
+        how = ""
+        if self.replay and prefix_pieces is not None:
+            text = prompt
+            for piece in prefix_pieces:  # the answers are not needed: these requests fill the cache
+                self.engine.probe_text(text, 1)
+                text += piece
+            how = "http: /v1/completions replayed token by token (one request per prefix token)"
+        result: ProbeResult = self.engine.probe_text(prompt + prefix_text, k)
+        source = "" if sample.messages is None or self.template is None else f"; {self.template.source}"
+        return ProbeResult(result.top, (how or result.method) + source, result.ids)
