@@ -50,6 +50,7 @@ class Study:
     controls: list[PairResult]
     pairs: list[PairResult]
     warnings: list[str]
+    margin: float = 0.01  # non-inferiority margin for scored suites (compare --margin)
 
     @property
     def suites(self) -> list[str]:

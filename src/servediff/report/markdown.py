@@ -11,6 +11,7 @@ from typing import Any
 
 from servediff.compare.study import PairResult, Study
 from servediff.record import Run
+from servediff.report import quality
 
 Section = Callable[[Study], list[str]]
 
@@ -157,7 +158,7 @@ def limitations(study: Study) -> list[str]:
     ]
 
 
-SECTIONS: list[Section] = [summary, method, identity_tables, divergences, limitations]
+SECTIONS: list[Section] = [summary, method, identity_tables, quality.section, divergences, limitations]
 
 
 def render(study: Study, title: str = "servediff report", sections: list[Section] | None = None) -> str:
@@ -205,4 +206,5 @@ def summary_json(study: Study) -> dict[str, Any]:
         "controls": [pair(p) for p in study.controls],
         "pairs": [pair(p) for p in study.pairs],
         "warnings": study.warnings,
+        "quality": quality.summary(study),
     }

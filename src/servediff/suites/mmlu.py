@@ -43,7 +43,7 @@ PROMPT = (
 )
 
 _EXPLICIT = re.compile(
-    r"(?:answer|option|choice)\s*(?:is|would be|:)?\s*(?:option\s*|choice\s*)?"
+    r"(?i:answer|correct option|correct choice)\s*(?:is|would be|:)?\s*(?i:option\s*|choice\s*)?"
     r"(?:\(([A-Da-d])\)|([A-D])\b|([a-d])(?=[.):]|\s*$))"
 )
 _OPENING = re.compile(r"^\s*(?:\(([A-Da-d])\)|([A-Da-d])(?=[.):]|\s*$|\s*\n)|([A-D])(?=\s+[A-Z0-9]))")
