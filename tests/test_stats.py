@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -149,3 +150,32 @@ def test_paired_needs_far_fewer_than_unpaired() -> None:
     paired, unpaired = n_paired(0.02, 0.0375), n_unpaired(0.02, 0.94)
     assert paired is not None and unpaired is not None
     assert unpaired > 3 * paired
+
+
+def _cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
+    from servediff.cli import main
+
+    capsys.readouterr()
+    assert main(["stats", *argv, "--json"]) == 0
+    out: dict[str, object] = json.loads(capsys.readouterr().out)
+    return out
+
+
+def test_stats_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _cli_json(capsys, "mcnemar", "--b", "8", "--c", "0")["p_value"] == 0.0078125
+    power = _cli_json(capsys, "power", "--delta", "0.02", "--discordance", "0.0375", "--p", "0.94")
+    assert power["paired_items"] == 734
+    assert power["unpaired_items_per_arm"] == n_unpaired(0.02, 0.94)
+    ci = _cli_json(capsys, "ci", "--correct", "188", "--n", "200")
+    assert round(float(ci["clt_halfwidth"]) * 100, 1) == 3.3
+    paired = _cli_json(capsys, "mcnemar", "--b", "8", "--c", "0", "--n", "400", "--a-correct", "380")
+    assert paired["delta"] == pytest.approx(-0.02)
+    assert paired["verdict"] == verdict(paired_ci(PairedCounts(372, 8, 0, 20)), 0.01)
+
+
+def test_stats_cli_rejects_impossible_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    from servediff.cli import main
+
+    assert main(["stats", "ci", "--correct", "201", "--n", "200"]) == 2
+    assert main(["stats", "mcnemar", "--b", "8", "--c", "5", "--n", "10", "--a-correct", "9"]) == 2
+    assert "error:" in capsys.readouterr().err
