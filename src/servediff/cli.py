@@ -272,6 +272,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from servediff.record import read_run
     from servediff.report.markdown import render, summary_json
 
+    if not 0 < args.margin < 1:
+        raise UsageError("--margin is a fraction of items, e.g. 0.01 for 1 pp")
     study = build_study([read_run(p) for p in args.runs], force=args.force)
     study.margin = args.margin
     md = render(study, title=args.title)
