@@ -17,7 +17,7 @@ from servediff.suites.base import file_sha256
 from tests.conftest import LlamaServer
 
 # Modest token budgets: the point is the scoring and statistics machinery, on 2 CPU cores.
-SUITES = {"gsm8k": ("10", "96"), "mmlu": ("20", "8")}
+SUITES = {"gsm8k": ("10", "64"), "mmlu": ("20", "8")}
 
 
 @pytest.fixture(scope="module")
