@@ -101,11 +101,11 @@ def section(study: Study) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
         *(_accuracy_row(a) for a in q.accuracies),
         "",
-        *_chance_notes(q),
     ]
+    notes = _chance_notes(q)
+    out += [*notes, ""] if notes else []
     if q.pairs:
         out += [
-            "",
             "Paired comparison on the items scored in both runs. b: A right, B wrong; c: A wrong, B "
             f"right; Δ = accuracy(B) − accuracy(A) with Newcombe's paired 95 % CI; verdict: "
             f"non-inferiority of B at a {pp(q.margin)} pp margin; items needed to detect "
