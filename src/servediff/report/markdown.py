@@ -12,6 +12,7 @@ from typing import Any
 from servediff.compare.study import PairResult, Study
 from servediff.record import Run
 from servediff.report import quality
+from servediff.report.experiment import load_sweep, verification
 
 Section = Callable[[Study], list[str]]
 
@@ -158,7 +159,16 @@ def limitations(study: Study) -> list[str]:
     ]
 
 
-SECTIONS: list[Section] = [summary, method, identity_tables, quality.section, divergences, limitations]
+SECTIONS: list[Section] = [
+    summary,
+    verification,
+    method,
+    identity_tables,
+    quality.section,
+    divergences,
+    load_sweep,
+    limitations,
+]
 
 
 def render(study: Study, title: str = "servediff report", sections: list[Section] | None = None) -> str:
