@@ -93,11 +93,11 @@ def section(study: Study) -> list[str]:
     out = [
         "## Quality",
         "",
-        "Accuracy per configuration. Errored items are excluded and counted, never scored wrong; a "
+        "Accuracy per configuration. Errored (or not yet run) items are excluded and counted, never scored wrong; a "
         "reply with no extractable answer is scored wrong and counted.",
         "",
         "| suite | configuration | accuracy | 95 % CI (Wilson) | ± CLT 95 % | ± clustered 95 % "
-        "| errors excluded | no answer |",
+        "| errored or missing (excluded) | no answer |",
         "|---|---|---|---|---|---|---|---|",
         *(_accuracy_row(a) for a in q.accuracies),
         "",
