@@ -93,8 +93,8 @@ def section(study: Study) -> list[str]:
     out = [
         "## Quality",
         "",
-        "Accuracy per configuration. Errored (or not yet run) items are excluded and counted, never scored wrong; a "
-        "reply with no extractable answer is scored wrong and counted.",
+        "Accuracy per configuration. Errored (or not yet run) items are excluded and counted, never "
+        "scored wrong; a reply with no extractable answer is scored wrong and counted.",
         "",
         "| suite | configuration | accuracy | 95 % CI (Wilson) | ± CLT 95 % | ± clustered 95 % "
         "| errored or missing (excluded) | no answer |",
