@@ -31,6 +31,8 @@ examples:
   servediff run --config stock --out runs/a2.jsonl --label stock --repeat 2
   servediff run --config tuned --out runs/b.jsonl  --label tuned
   servediff compare runs/*.jsonl --md report.md
+  servediff run --suite mmlu --limit 100 --config tuned --out runs/mmlu-tuned.jsonl
+  servediff stats mcnemar --b 8 --c 0
   servediff experiment examples/llamacpp-flash.toml   launch, verify, run and stop each server; report
   servediff run --engine http --base-url http://127.0.0.1:8000 --label vllm-stock --out runs/v.jsonl
 """
@@ -66,7 +68,10 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g.add_argument(
         "--suite",
         default="prompts",
-        help="prompts, or a .jsonl file ({'id','prompt'} or {'id','messages'} per line)",
+        help="prompts, gsm8k, mmlu, or a .jsonl file ({'id','prompt'} or {'id','messages'} per line)",
+    )
+    g.add_argument(
+        "--data", type=Path, help="the benchmark's data file (gsm8k, mmlu) instead of its default source"
     )
     g.add_argument("--limit", type=int, help="only this many items (a deterministic subset)")
     g.add_argument("--subsample-seed", type=int, default=0, help="seed for --limit subsampling")
@@ -158,6 +163,13 @@ def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         default=0.1,
         help="near-tie threshold for A's top-1 − top-2 logprob gap, in nats (default 0.1)",
     )
+    p.add_argument(
+        "--margin",
+        type=float,
+        default=0.01,
+        help="scored suites: non-inferiority margin on accuracy, and the difference the sample "
+        "sizes are computed for (default 0.01 = 1 pp)",
+    )
     p.set_defaults(func=cmd_compare)
 
 
@@ -202,6 +214,7 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", type=Path, default=Path("servediff-demo"), help="output folder")
     p.add_argument("--max-tokens", type=int, default=300)
     p.add_argument("--limit", type=int, help="only the first N prompts (quick look)")
+    p.add_argument("--mmlu-limit", type=int, default=100, help="stratified MMLU items (0: skip MMLU)")
     p.add_argument("--model-path", type=Path, help="GGUF file (default: SmolLM2-135M-Instruct)")
     p.add_argument("--no-progress", action="store_true")
     g = p.add_argument_group(
@@ -250,7 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"servediff {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_demo, _add_run, _add_compare, _add_probe, _add_configs, _add_experiment):
+    for add in (
+        _add_demo, _add_run, _add_compare, _add_probe, _add_configs, _add_experiment, _add_stats,
+    ):
         add(sub)
     return parser
 
@@ -295,7 +310,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from servediff.suites import SuiteOptions, load_suite
     from servediff.types import SamplingParams
 
-    suite = load_suite(args.suite, SuiteOptions(limit=args.limit, seed=args.subsample_seed))
+    suite = load_suite(args.suite, SuiteOptions(limit=args.limit, seed=args.subsample_seed, path=args.data))
     thinking = {"off": False, "on": True, "unset": None}[args.thinking]
     max_tokens = args.max_tokens or suite.max_tokens or 300
     sampling = SamplingParams(
@@ -356,6 +371,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from servediff.record import read_run
     from servediff.report.markdown import render, summary_json
 
+    if not 0 < args.margin < 1:
+        raise UsageError("--margin is a fraction of items, e.g. 0.01 for 1 pp")
     runs = [read_run(p) for p in args.runs if not is_probe_record(p)]
     # The records stay alive to the end: moving them out of the cyclic GC's view keeps its
     # full collections from re-scanning 100,000s of items while the study and report allocate.
@@ -363,6 +380,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     study = build_study(runs, force=args.force)
     study.probes = [read_probes(p) for p in args.runs if is_probe_record(p)]
     study.near_tie = args.near_tie
+    study.margin = args.margin
     md = render(study, title=args.title)
     if args.md:
         args.md.parent.mkdir(parents=True, exist_ok=True)
@@ -437,6 +455,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             out=args.out,
             max_tokens=args.max_tokens,
             limit=args.limit,
+            mmlu_limit=args.mmlu_limit,
             model=args.model_path,
             progress=not args.no_progress,
         )
@@ -508,6 +527,69 @@ def cmd_configs(args: argparse.Namespace) -> int:
         known.update(load_config_file(args.config_file))
     for name, knobs in known.items():
         print(f"{name}: {json.dumps(knobs.as_dict(), sort_keys=True)}")
+    return 0
+
+
+def _add_stats(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "stats",
+        help="accuracy CIs, exact McNemar and sample sizes from counts you already have",
+        description="The statistics of the Quality section, from counts. Paired data (two "
+        "configurations on the same items) is tested by its discordant items b and c.",
+    )
+    kinds = p.add_subparsers(dest="stat", required=True, metavar="STAT")
+    ci = kinds.add_parser("ci", help="accuracy with Wilson 95 %% CI and the CLT ±")
+    ci.add_argument("--correct", type=int, required=True)
+    ci.add_argument("--n", type=int, required=True)
+    mc = kinds.add_parser("mcnemar", help="exact McNemar on b (A right, B wrong) and c (A wrong, B right)")
+    mc.add_argument("--b", type=int, required=True)
+    mc.add_argument("--c", type=int, required=True)
+    mc.add_argument("--n", type=int, help="items compared (with --a-correct: paired CI on Δ)")
+    mc.add_argument("--a-correct", type=int, help="items A got right")
+    mc.add_argument("--margin", type=float, default=0.01, help="non-inferiority margin (default 0.01)")
+    pw = kinds.add_parser("power", help="items needed to detect a difference δ (80 %% power, α 0.05)")
+    pw.add_argument("--delta", type=float, required=True, help="difference in accuracy, e.g. 0.02")
+    pw.add_argument("--discordance", type=float, required=True, help="fraction of items on which A, B differ")
+    pw.add_argument(
+        "--p", type=float, default=0.5, help="baseline accuracy for the unpaired size (0.5: the worst case)"
+    )
+    pw.add_argument("--power", type=float, default=0.8)
+    pw.add_argument("--alpha", type=float, default=0.05)
+    for k in (ci, mc, pw):
+        k.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_stats)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from servediff.compare import stats
+
+    out: dict[str, object]
+    if args.stat == "ci":
+        if not 0 <= args.correct <= args.n:
+            raise UsageError("need 0 <= --correct <= --n")
+        w = stats.wilson(args.correct, args.n)
+        acc = args.correct / args.n
+        out = {"accuracy": acc, "wilson_low": w.low, "wilson_high": w.high,
+               "clt_halfwidth": stats.clt_halfwidth(acc, args.n)}
+    elif args.stat == "mcnemar":
+        out = {"b": args.b, "c": args.c, "p_value": stats.mcnemar_exact(args.b, args.c)}
+        if args.n is not None and args.a_correct is not None:
+            both = args.a_correct - args.b
+            t = stats.PairedCounts(both=both, b=args.b, c=args.c, neither=args.n - both - args.b - args.c)
+            if min(t.both, t.neither) < 0:
+                raise UsageError("inconsistent counts: need b <= --a-correct and b + c <= --n")
+            ci = stats.paired_ci(t)
+            out |= {"n": t.n, "delta": t.delta, "delta_low": ci.low, "delta_high": ci.high,
+                    "margin": args.margin, "verdict": stats.verdict(ci, args.margin)}
+    else:
+        out = {"delta": args.delta, "discordance": args.discordance,
+               "paired_items": stats.n_paired(args.delta, args.discordance, args.alpha, args.power),
+               "unpaired_items_per_arm": stats.n_unpaired(args.delta, args.p, args.alpha, args.power)}
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for k, v in out.items():
+            print(f"{k}: {v:.6g}" if isinstance(v, float) else f"{k}: {v}")
     return 0
 
 

@@ -3,7 +3,9 @@
     servediff demo                 # writes servediff-demo/report.md
 
 Runs the 20-prompt suite under `stock`, `stock` again (the control) and `tuned`, each in a
-freshly loaded llama.cpp context, then compares the records and writes the report. Records
+freshly loaded llama.cpp context, then a 100-item subject-stratified MMLU sample under `stock`
+and `tuned` (SmolLM2-135M is near chance on MMLU: that part shows the paired quality machinery,
+not a quality verdict), then compares the records and writes the report. Records
 are kept under ``runs/``; re-running resumes and reuses what is finished.
 """
 
@@ -32,6 +34,7 @@ class DemoOptions:
     out: Path = Path("servediff-demo")
     max_tokens: int = 300
     limit: int | None = None  # fewer prompts, for a quick look
+    mmlu_limit: int = 100  # stratified MMLU items under stock and tuned (0: skip)
     model: Path | None = None
     progress: bool = True
 
@@ -81,6 +84,10 @@ def run_demo(opts: DemoOptions) -> tuple[Study, Path]:
     # them does not change its path (the stock control still has to come out identical).
     sampling = SamplingParams(max_tokens=opts.max_tokens, top_logprobs=5)
     runs = [run_config(suite, label, rep, CONFIGS[label], sampling, opts) for label, rep in SCHEDULE]
+    if opts.mmlu_limit:
+        mmlu = load_suite("mmlu", SuiteOptions(limit=opts.mmlu_limit, seed=0))
+        scored = SamplingParams(max_tokens=mmlu.max_tokens or opts.max_tokens)
+        runs += [run_config(mmlu, label, 1, CONFIGS[label], scored, opts) for label in ("stock", "tuned")]
     study = build_study(runs)
     study.probes = [probe_demo(runs[0], runs[2], opts)]
     report = opts.out / "report.md"

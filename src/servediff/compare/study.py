@@ -54,6 +54,7 @@ class Study:
     # Probe records (``servediff probe``) read beside the runs, and the near-tie threshold (nats).
     probes: list[ProbeSet] = field(default_factory=list)
     near_tie: float = DEFAULT_THRESHOLD
+    margin: float = 0.01  # non-inferiority margin for scored suites (compare --margin)
 
     @property
     def suites(self) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from servediff.compare.study import PairResult, Study
 from servediff.record import Run
+from servediff.report import quality
 from servediff.report.experiment import load_sweep, verification
 
 Section = Callable[[Study], list[str]]
@@ -170,6 +171,7 @@ SECTIONS: list[Section] = [
     verification,
     method,
     identity_tables,
+    quality.section,
     divergences,
     measured,
     load_sweep,
@@ -223,6 +225,7 @@ def summary_json(study: Study) -> dict[str, Any]:
         "pairs": [pair(p) for p in study.pairs],
         "warnings": study.warnings,
         "mechanism": _mechanism_json(study),
+        "quality": quality.summary(study),
     }
 
 

@@ -1,6 +1,6 @@
 """Suites: what is asked. ``SUITES`` maps a name to its loader; a ``.jsonl`` path is a user suite.
 
-servediff run --suite prompts | gsm8k | mmlu | path/to/suite.jsonl
+servediff run --suite prompts | gsm8k | mmlu | path/to/suite.jsonl  [--data PATH] [--limit N]
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from servediff.suites import prompts
+from servediff.suites import gsm8k, mmlu, prompts
 from servediff.suites.base import Score, Suite
 
 
@@ -29,8 +29,24 @@ def _prompts(o: SuiteOptions) -> Suite:
     return suite
 
 
+def _gsm8k(o: SuiteOptions) -> Suite:
+    from servediff.suites.sampling import random_n
+
+    suite = gsm8k.load(o.path)
+    return suite if o.limit is None else random_n(suite, o.limit, o.seed)
+
+
+def _mmlu(o: SuiteOptions) -> Suite:
+    from servediff.suites.sampling import stratified_n
+
+    suite = mmlu.load(o.path)
+    return suite if o.limit is None else stratified_n(suite, o.limit, o.seed, key="subject")
+
+
 SUITES: dict[str, Callable[[SuiteOptions], Suite]] = {
     "prompts": _prompts,
+    "gsm8k": _gsm8k,
+    "mmlu": _mmlu,
 }
 
 

@@ -1,0 +1,155 @@
+"""Accuracy and paired comparisons of scored runs, computed from the records only.
+
+    servediff compare runs/mmlu-*.jsonl --margin 0.01
+
+Each item line of a scored run carries the extracted answer, the gold answer and ``correct``.
+Items that errored (or are missing) are excluded from accuracy and counted separately: an
+engine failure is not a wrong answer. A pair is compared on the items scored in both runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servediff.compare import stats
+from servediff.compare.stats import Interval, PairedCounts
+from servediff.compare.study import PairResult, Study
+from servediff.record import Item, Run
+
+
+@dataclass(frozen=True, slots=True)
+class Accuracy:
+    suite: str
+    label: str
+    repeat: int
+    correct: int
+    n: int  # items scored
+    errors: int  # errored or missing: excluded
+    unanswered: int  # scored, but no answer could be extracted (counted wrong)
+    ci: Interval  # Wilson 95 %
+    clt: float  # CLT 95 % half-width
+    cluster_se: float | None  # by subject, where items carry one
+    clusters: int
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.n if self.n else float("nan")
+
+
+@dataclass(frozen=True, slots=True)
+class PairQuality:
+    suite: str
+    a: str
+    b: str
+    kind: str  # "control" or "pair"
+    a_repeat: int
+    b_repeat: int
+    table: PairedCounts
+    errors: int  # items left out: errored or missing on either side
+    same_answer: int
+    same_answer_ci: Interval
+    identical: int  # byte-identical completions among the n scored items
+    p_mcnemar: float
+    delta_ci: Interval  # Newcombe 95 % on accuracy(B) − accuracy(A)
+    verdict: str
+    margin: float
+    n_paired: int | None  # items for δ = margin at 80 % power, α = 0.05
+    n_unpaired: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Quality:
+    accuracies: tuple[Accuracy, ...]
+    pairs: tuple[PairQuality, ...]
+    margin: float
+
+
+def is_scored(run: Run) -> bool:
+    return any(item.correct is not None for item in run.items.values())
+
+
+def _scored_item(run: Run, item_id: str) -> Item | None:
+    item = run.items.get(item_id)
+    if item is None or item.error is not None or item.correct is None:
+        return None
+    return item
+
+
+def accuracy(run: Run) -> Accuracy:
+    items = [_scored_item(run, i) for i in run.header.suite.item_ids]
+    scored = [it for it in items if it is not None]
+    correct = sum(bool(it.correct) for it in scored)
+    n = len(scored)
+    subjects = [it.metadata.get("subject") for it in scored]
+    clustered = n > 0 and all(s is not None for s in subjects)
+    return Accuracy(
+        suite=run.header.suite.name,
+        label=run.label,
+        repeat=run.header.repeat,
+        correct=correct,
+        n=n,
+        errors=len(items) - n,
+        unanswered=sum(it.answer is None for it in scored),
+        ci=stats.wilson(correct, n),
+        clt=stats.clt_halfwidth(correct / n, n) if n else float("nan"),
+        cluster_se=stats.cluster_se([bool(it.correct) for it in scored], [str(s) for s in subjects])
+        if clustered
+        else None,
+        clusters=len(set(subjects)) if clustered else 0,
+    )
+
+
+def compare_scored(p: PairResult, margin: float) -> PairQuality:
+    both = b = c = neither = same = identical = errors = 0
+    for item_id in p.a_run.header.suite.item_ids:
+        ia, ib = _scored_item(p.a_run, item_id), _scored_item(p.b_run, item_id)
+        if ia is None or ib is None:
+            errors += 1
+            continue
+        same += ia.answer == ib.answer
+        identical += ia.sha256 == ib.sha256
+        if ia.correct and ib.correct:
+            both += 1
+        elif ia.correct:
+            b += 1
+        elif ib.correct:
+            c += 1
+        else:
+            neither += 1
+    table = PairedCounts(both=both, b=b, c=c, neither=neither)
+    ci = stats.paired_ci(table)
+    base = (both + b) / table.n if table.n else 0.5
+    return PairQuality(
+        suite=p.suite,
+        a=p.a,
+        b=p.b,
+        kind=p.kind,
+        a_repeat=p.a_run.header.repeat,
+        b_repeat=p.b_run.header.repeat,
+        table=table,
+        errors=errors,
+        same_answer=same,
+        same_answer_ci=stats.wilson(same, table.n),
+        identical=identical,
+        p_mcnemar=stats.mcnemar_exact(b, c),
+        delta_ci=ci,
+        verdict=stats.verdict(ci, margin),
+        margin=margin,
+        n_paired=stats.n_paired(margin, table.discordance),
+        n_unpaired=stats.n_unpaired(margin, base),
+    )
+
+
+def quality(study: Study) -> Quality:
+    """Accuracy of every scored run, and every control and pair of scored runs.
+
+    ``study.margin`` is both the non-inferiority margin and the δ the sample sizes are for.
+    """
+    margin = study.margin
+    runs = [r for c in study.configurations for r in c.runs if is_scored(r)]
+    pairs = [p for p in [*study.controls, *study.pairs] if is_scored(p.a_run) and is_scored(p.b_run)]
+    return Quality(
+        accuracies=tuple(accuracy(r) for r in runs),
+        pairs=tuple(compare_scored(p, margin) for p in pairs),
+        margin=margin,
+    )

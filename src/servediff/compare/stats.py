@@ -1,0 +1,177 @@
+"""Statistics for scored runs: pure functions over counts and per-item outcomes.
+
+    servediff stats ci --correct 187 --n 200
+    servediff stats mcnemar --b 8 --c 0
+    servediff stats power --delta 0.02 --discordance 0.0375
+
+Two configurations scored on the *same* items are paired data. Their accuracies are not
+independent samples, so comparing them with an unpaired z-test (two separate ±CIs) wastes
+most of the information: only the discordant items (b: A right, B wrong; c: A wrong, B right)
+carry evidence about the difference. Hence the exact McNemar test, Newcombe's paired interval
+and Connor's paired sample size here.
+
+References: Wilson (1927) score interval; McNemar (1947); Newcombe (1998), "Improved confidence
+intervals for the difference between binomial proportions based on paired data", method 10;
+Connor (1987), "Sample size for testing differences in proportions for the paired-sample
+design"; Fleiss, Levin & Paik (2003) for the unpaired sample size; Miller (2024), "Adding Error
+Bars to Evals" for the cluster-robust standard error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy.stats import binom, norm
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    low: float
+    high: float
+
+
+@dataclass(frozen=True, slots=True)
+class PairedCounts:
+    """The 2×2 table of two configurations scored on the same n items.
+
+    ``b``: A right, B wrong; ``c``: A wrong, B right. Δ is accuracy(B) − accuracy(A).
+    """
+
+    both: int  # both right
+    b: int
+    c: int
+    neither: int  # both wrong
+
+    @property
+    def n(self) -> int:
+        return self.both + self.b + self.c + self.neither
+
+    @property
+    def delta(self) -> float:
+        return (self.c - self.b) / self.n if self.n else 0.0
+
+    @property
+    def discordance(self) -> float:
+        return (self.b + self.c) / self.n if self.n else 0.0
+
+
+def z_value(confidence: float = 0.95) -> float:
+    """Two-sided normal quantile: 1.95996… for 95 %."""
+    return float(norm.ppf(1 - (1 - confidence) / 2))
+
+
+def wilson(k: int, n: int, confidence: float = 0.95) -> Interval:
+    """Wilson score interval for k successes in n trials (stays inside [0, 1], sane at 0 and n)."""
+    if n <= 0:
+        return Interval(0.0, 1.0)
+    z = z_value(confidence)
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return Interval(max(0.0, centre - half), min(1.0, centre + half))
+
+
+def clt_halfwidth(p: float, n: int, confidence: float = 0.95) -> float:
+    """The usual ± (z·√(p(1−p)/n)): what evals quote as "±3.3 pp" for p = 0.94, n = 200."""
+    return z_value(confidence) * math.sqrt(p * (1 - p) / n) if n else float("nan")
+
+
+def cluster_se(correct: Sequence[bool], clusters: Sequence[str]) -> float:
+    """Cluster-robust standard error of the mean accuracy (Miller 2024, eq. 4).
+
+    Items of one cluster (an MMLU subject) are not independent draws; summing residuals within
+    a cluster before squaring lets their correlation widen the error bar. With one item per
+    cluster this equals the CLT standard error √(p(1−p)/n).
+    """
+    n = len(correct)
+    if n == 0:
+        return float("nan")
+    mean = sum(correct) / n
+    sums: dict[str, float] = defaultdict(float)
+    for x, g in zip(correct, clusters):
+        sums[g] += float(x) - mean
+    return math.sqrt(sum(s * s for s in sums.values())) / n
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Exact two-sided McNemar p-value: a binomial test of b against b + c at ½."""
+    m = b + c
+    if m == 0:
+        return 1.0
+    return float(min(1.0, 2 * binom.cdf(min(b, c), m, 0.5)))
+
+
+def paired_ci(t: PairedCounts, confidence: float = 0.95) -> Interval:
+    """Newcombe's (1998) method 10 interval for Δ = accuracy(B) − accuracy(A) on paired items.
+
+    It combines the Wilson intervals of the two accuracies, corrected for their correlation φ.
+    Unlike the Wald interval it does not collapse to a point when b = c = 0, and it stays
+    inside [−1, 1].
+    """
+    n = t.n
+    if n == 0:
+        return Interval(-1.0, 1.0)
+    pa, pb = (t.both + t.b) / n, (t.both + t.c) / n
+    wa, wb = wilson(t.both + t.b, n, confidence), wilson(t.both + t.c, n, confidence)
+    margins = (t.both + t.b) * (t.c + t.neither) * (t.both + t.c) * (t.b + t.neither)
+    phi = (t.both * t.neither - t.b * t.c) / math.sqrt(margins) if margins else 0.0
+    down = _combine(pb - wb.low, wa.high - pa, phi)
+    up = _combine(wb.high - pb, pa - wa.low, phi)
+    return Interval(max(-1.0, t.delta - down), min(1.0, t.delta + up))
+
+
+def _combine(x: float, y: float, phi: float) -> float:
+    # Square-and-add of two one-sided Wilson distances, less their covariance.
+    return math.sqrt(max(0.0, x * x - 2 * phi * x * y + y * y))
+
+
+def wald_paired_ci(t: PairedCounts, confidence: float = 0.95) -> Interval:
+    """The textbook large-sample interval Δ ± z·√((b + c) − (b − c)²/n)/n (Agresti 2013, §11.1)."""
+    n = t.n
+    if n == 0:
+        return Interval(-1.0, 1.0)
+    se = math.sqrt(max(0.0, (t.b + t.c) - (t.b - t.c) ** 2 / n)) / n
+    z = z_value(confidence)
+    return Interval(t.delta - z * se, t.delta + z * se)
+
+
+def verdict(ci: Interval, margin: float) -> str:
+    """Non-inferiority of B against A with margin m, read from the two-sided 95 % interval on Δ.
+
+    The lower bound above −m is non-inferiority at one-sided α = 0.025; an upper bound below −m
+    shows B is worse by more than the margin; otherwise the data cannot tell.
+    """
+    if ci.low > -margin:
+        return "non-inferior"
+    if ci.high < -margin:
+        return "inferior"
+    return "inconclusive"
+
+
+def n_paired(delta: float, discordance: float, alpha: float = 0.05, power: float = 0.8) -> int | None:
+    """Items needed to detect Δ = delta with a two-sided paired (McNemar) test (Connor 1987).
+
+    n = (z_{α/2}·√ψ + z_β·√(ψ − δ²))² / δ², ψ the discordant fraction. None when ψ < δ: so few
+    items disagree that a difference of δ is impossible.
+    """
+    if delta <= 0 or discordance < delta:
+        return None
+    za, zb = z_value(1 - alpha), float(norm.ppf(power))
+    root = za * math.sqrt(discordance) + zb * math.sqrt(discordance - delta * delta)
+    return math.ceil(root * root / (delta * delta))
+
+
+def n_unpaired(delta: float, p: float, alpha: float = 0.05, power: float = 0.8) -> int | None:
+    """Items per configuration for a two-sided unpaired two-proportion z-test (Fleiss 2003, no
+    continuity correction), accuracy p against p − δ (p + δ when p − δ would fall below 0)."""
+    p2 = p - delta if p - delta >= 0 else p + delta
+    if delta <= 0 or not 0 <= p2 <= 1:
+        return None
+    za, zb = z_value(1 - alpha), float(norm.ppf(power))
+    pbar = (p + p2) / 2
+    root = za * math.sqrt(2 * pbar * (1 - pbar)) + zb * math.sqrt(p * (1 - p) + p2 * (1 - p2))
+    return math.ceil(root * root / (delta * delta))
