@@ -140,6 +140,21 @@ def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.set_defaults(func=cmd_compare)
 
 
+def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "report",
+        help="write the HTML (and/or Markdown) report of run records",
+        description="The study of compare, written as one self-contained HTML file (plots inline, "
+        "no network) and/or Markdown. Rendered from the records only.",
+    )
+    p.add_argument("runs", nargs="+", type=Path, help="record files (JSONL)")
+    p.add_argument("--html", type=Path, help="write the HTML report here")
+    p.add_argument("--md", type=Path, help="write the Markdown report here")
+    p.add_argument("--force", action="store_true", help="compare even if prompts/sampling/model differ")
+    p.add_argument("--title", default="servediff report")
+    p.set_defaults(func=cmd_report)
+
+
 def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "demo",
@@ -173,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"servediff {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_demo, _add_run, _add_compare, _add_configs):
+    for add in (_add_demo, _add_run, _add_compare, _add_report, _add_configs):
         add(sub)
     return parser
 
@@ -265,6 +280,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.md.parent.mkdir(parents=True, exist_ok=True)
         args.md.write_text(md, encoding="utf-8")
     print(json.dumps(summary_json(study), indent=2) if args.json else md)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from servediff.compare.study import build_study
+    from servediff.record import read_run
+    from servediff.report import html, markdown
+
+    study = build_study([read_run(p) for p in args.runs], force=args.force)
+    if not (args.html or args.md):
+        print(markdown.render(study, title=args.title))
+        return 0
+    for path, text in ((args.html, html.render), (args.md, markdown.render)):
+        if path:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text(study, title=args.title), encoding="utf-8")
+            print(f"wrote {path}")
     return 0
 
 
