@@ -66,7 +66,7 @@ def survival_svg(curves: Sequence[Survival]) -> str:
     ax.set_ylim(0, 1.02)
     ax.set_xlim(0, horizon)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return to_svg(fig, "survival")
 
 
