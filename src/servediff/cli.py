@@ -155,6 +155,41 @@ def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.set_defaults(func=cmd_report)
 
 
+def _add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "import",
+        help="turn lm-evaluation-harness or Inspect logs into run records",
+        description="Read evaluation logs written by another tool into servediff run records, so "
+        "compare, report and export work on them unchanged. Several files in one command must pair "
+        "item by item (same task, same documents), or nothing is written (exit 2).",
+    )
+    kinds = p.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    for name, text, choose in (
+        ("lm-eval", "lm-evaluation-harness --log_samples output (samples_<task>_<date>.jsonl)", "filter"),
+        ("inspect", "Inspect eval logs (.json; .eval when inspect_ai is installed)", "scorer"),
+    ):
+        k = kinds.add_parser(name, help=text, description=f"Import {text}.")
+        k.add_argument("paths", nargs="+", type=Path, help="log files, one per configuration (or repeat)")
+        k.add_argument(
+            "--label",
+            action="append",
+            required=True,
+            help="configuration name, once per path; a label given twice makes repeats (the control)",
+        )
+        k.add_argument("--out", type=Path, required=True, help="record file (one path) or folder (several)")
+        k.add_argument("--model", help="model name to record (default: the one in the log)")
+        k.add_argument(f"--{choose}", dest="choose", help=f"which {choose} to import (default: the first)")
+        if name == "lm-eval":
+            k.add_argument(
+                "--metric", help="per-sample metric that says right/wrong (default: exact_match/acc)"
+            )
+        else:
+            k.add_argument(
+                "--epoch", type=int, help="import only this epoch (default: each epoch, as repeats)"
+            )
+    p.set_defaults(func=cmd_import)
+
+
 def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "demo",
@@ -188,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"servediff {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_demo, _add_run, _add_compare, _add_report, _add_configs):
+    for add in (_add_demo, _add_run, _add_compare, _add_report, _add_import, _add_configs):
         add(sub)
     return parser
 
@@ -297,6 +332,43 @@ def cmd_report(args: argparse.Namespace) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text(study, title=args.title), encoding="utf-8")
             print(f"wrote {path}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from servediff.importers import (
+        IMPORTERS,
+        Imported,
+        ImportOptions,
+        LogImportError,
+        numbered,
+        outputs,
+        pairing_problems,
+        write,
+    )
+
+    if len(args.label) != len(args.paths):
+        raise UsageError(f"give one --label per path ({len(args.paths)} paths, {len(args.label)} labels)")
+    runs: list[Imported] = []
+    for path, label in zip(args.paths, args.label):
+        opts = ImportOptions(
+            label=label,
+            model=args.model,
+            choose=args.choose,
+            metric=getattr(args, "metric", None),
+            epoch=getattr(args, "epoch", None),
+        )
+        runs.extend(IMPORTERS[args.source](path, opts))
+    runs = numbered(runs)
+    found = pairing_problems(runs)
+    if found:
+        raise LogImportError("these logs do not pair item by item:\n  " + "\n  ".join(found))
+    for run, out in zip(runs, outputs(runs, args.out, single=len(args.paths) == len(runs) == 1)):
+        write(run, out)
+        scored = sum(1 for it in run.items if it.correct is not None)
+        print(f"{out}: {run.header.label} #{run.header.repeat}, {len(run.items)} items ({scored} scored)")
+        for note in run.notes:
+            print(f"  note: {note}", file=sys.stderr)
     return 0
 
 
