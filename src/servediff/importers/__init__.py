@@ -88,7 +88,7 @@ def header(
         environment={
             "imported": True,
             "python": "not recorded",
-            "platform": f"imported from {source.get('tool')} {source.get('tool_version') or '(version not recorded)'}",
+            "platform": f"imported from {source.get('tool')} {source.get('tool_version') or '(version?)'}",
         },
         extra={"imported_from": source},
     )

@@ -201,7 +201,8 @@ def read(path: Path, o: ImportOptions) -> Imported:
         raise LogImportError(f"{path}: a doc_id appears twice under filter {chosen!r}")
     engine, source = identity(path, results, o, {"task": task, "filter": chosen, "metric": metric})
     version = str((results.get("versions") or {}).get(task, "unknown"))
-    when = results.get("date") if isinstance(results.get("date"), (int, float)) else path.stat().st_mtime
+    date = results.get("date")
+    when = float(date) if isinstance(date, (int, float)) else path.stat().st_mtime
     created = datetime.fromtimestamp(when, timezone.utc).isoformat(timespec="seconds")
     suite = suite_info(f"lm-eval/{task}", version, path.name, items)
     filters = list(dict.fromkeys(str(s.get("filter")) for s in samples))
