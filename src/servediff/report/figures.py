@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib import rc_context
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from servediff.report.evidence import Survival, hazard, kaplan_meier
 from servediff.report.scores import Accuracy, Matrix, SubjectAgreement
@@ -61,6 +62,7 @@ def survival_svg(curves: Sequence[Survival]) -> str:
                 label=plain(f"constant hazard {h.rate:.2g}/token [{h.low:.2g}, {h.high:.2g}]"),
             )
             ax.fill_between(grid, np.exp(-h.high * grid), np.exp(-h.low * grid), color=color, alpha=0.12)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("tokens generated")
     ax.set_ylabel("share of items still identical")
     ax.set_ylim(0, 1.02)

@@ -123,7 +123,7 @@ def method(study: Study) -> list[str]:
             f"<code>{esc(h.suite.content_sha256[:16])}…</code>; "
             f"temperature {s.temperature}, seed {s.seed}, max_tokens {s.max_tokens}, top_logprobs "
             f"{s.top_logprobs or 'not requested'}; concurrency {h.concurrency}."
-            + (f" Imported from {esc(json.dumps(imported, sort_keys=True))}." if imported else "")
+            + (f" {imported_line(imported)}" if imported else "")
             + "</li>"
         )
     first = study.configurations[0].runs[0].header
@@ -134,6 +134,17 @@ def method(study: Study) -> list[str]:
         f"first run created {esc(first.created)}.</li></ul>"
     )
     return out
+
+
+def imported_line(source: dict[str, object]) -> str:
+    tool = f"{source.get('tool')} {source.get('tool_version') or '(version not recorded)'}"
+    picked = ", ".join(
+        f"{k} {esc(source[k])}" for k in ("task", "filter", "metric", "scorer", "epoch") if source.get(k)
+    )
+    return (
+        f"Imported from {esc(source.get('format'))} (format version {esc(source.get('format_version'))}, "
+        f"written by {esc(tool)}), file <code>{esc(source.get('file'))}</code>; {picked}."
+    )
 
 
 def plot(name: str, svg: str, caption: str) -> str:
