@@ -108,6 +108,12 @@ def test_lm_eval_import_gives_the_native_study(tmp_path: Path) -> None:
         source["tool_version"] == "0.4.13" and source["format_version"] and source["filter"] == "strict-match"
     )
     assert read_run(tmp_path / "imported" / "stock-1.jsonl").header.suite.version == "3.0"
+    # compare, report and export take imported records unchanged.
+    files = [str(p) for p in sorted((tmp_path / "imported").glob("*.jsonl"))]
+    assert main(["compare", *files]) == 0
+    assert main(["report", *files, "--html", str(tmp_path / "r.html")]) == 0
+    assert "lm-eval 0.4.13" in (tmp_path / "r.html").read_text()
+    assert main(["export", *files, "--csv", str(tmp_path / "r.csv")]) == 0
 
 
 def test_lm_eval_multiple_choice_takes_the_highest_loglikelihood(tmp_path: Path) -> None:

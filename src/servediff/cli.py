@@ -4,6 +4,7 @@
     servediff demo
     servediff run --engine http --base-url http://127.0.0.1:8000 --label stock --out runs/stock.jsonl
     servediff compare runs/*.jsonl --md report.md
+    servediff report runs/*.jsonl --html report.html
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ examples:
   servediff run --config stock --out runs/a2.jsonl --label stock --repeat 2
   servediff run --config tuned --out runs/b.jsonl  --label tuned
   servediff compare runs/*.jsonl --md report.md
+  servediff report runs/*.jsonl --html report.html
+  servediff import lm-eval a/samples_gsm8k_*.jsonl b/samples_gsm8k_*.jsonl --label a --label b --out runs/
+  servediff export runs/*.jsonl --csv items.csv
   servediff run --engine http --base-url http://127.0.0.1:8000 --label vllm-stock --out runs/v.jsonl
 """
 
@@ -155,6 +159,20 @@ def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.set_defaults(func=cmd_report)
 
 
+def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "export",
+        help="write run records as a table: one row per (item, configuration run)",
+        description="Flatten run records into CSV and/or Parquet, one row per item and configuration "
+        "run, with each completion's standing against the suite's reference run.",
+    )
+    p.add_argument("runs", nargs="+", type=Path, help="record files (JSONL)")
+    p.add_argument("--csv", type=Path, help="write CSV here")
+    p.add_argument("--parquet", type=Path, help="write Parquet here (needs pyarrow)")
+    p.add_argument("--force", action="store_true", help="export even if prompts/sampling/model differ")
+    p.set_defaults(func=cmd_export)
+
+
 def _add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "import",
@@ -223,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"servediff {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_demo, _add_run, _add_compare, _add_report, _add_import, _add_configs):
+    for add in (_add_demo, _add_run, _add_compare, _add_report, _add_import, _add_export, _add_configs):
         add(sub)
     return parser
 
@@ -332,6 +350,21 @@ def cmd_report(args: argparse.Namespace) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text(study, title=args.title), encoding="utf-8")
             print(f"wrote {path}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from servediff.compare.study import build_study
+    from servediff.export import rows, write_csv, write_parquet
+    from servediff.record import read_run
+
+    if not (args.csv or args.parquet):
+        raise UsageError("give --csv PATH and/or --parquet PATH")
+    table = rows(build_study([read_run(p) for p in args.runs], force=args.force))
+    for path, write in ((args.csv, write_csv), (args.parquet, write_parquet)):
+        if path:
+            write(table, path)
+            print(f"{path}: {len(table)} rows")
     return 0
 
 
