@@ -112,11 +112,8 @@ def execute(plan: RunPlan, engine: Engine, progress: bool = True) -> RunResult:
 
         def on_done(c: Completion) -> None:
             sample = by_id[c.item_id]
-            score = None
-            if plan.suite.scorer is not None and c.error is None:
-                score = plan.suite.scorer(sample, c.text)
-            elif plan.suite.scorer is not None:
-                score = None  # an engine failure is not a wrong answer
+            # An engine failure is not a wrong answer: errored items are never scored.
+            score = plan.suite.scorer(sample, c.text) if plan.suite.scorer and c.error is None else None
             payload = list(sample.messages) if sample.messages is not None else sample.prompt
             f.write(item_line(c, payload, score, sample.metadata))
             f.flush()
