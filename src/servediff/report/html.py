@@ -20,7 +20,7 @@ from servediff.report.markdown import ratio, verdict_control
 
 Section = Callable[[Study], list[str]]
 
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;max-width:1180px;margin:2em auto;
@@ -385,7 +385,12 @@ SECTIONS: list[Section] = [summary, method, divergence_plots, quality, divergenc
 
 
 def render(study: Study, title: str = "servediff report", sections: Sequence[Section] | None = None) -> str:
-    body = [f"<h1>{esc(title)}</h1>"]
+    body = [
+        f"<h1>{esc(title)}</h1>",
+        "<nav class='muted'><a href='#summary'>Summary</a> · <a href='#method'>Method</a> · "
+        "<a href='#plots'>Where they part</a> · <a href='#quality'>Quality</a> · "
+        "<a href='#divergences'>Every divergence</a> · <a href='#limits'>Limits</a></nav>",
+    ]
     for section in sections or SECTIONS:
         body += section(study)
     return (
