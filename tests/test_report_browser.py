@@ -50,6 +50,8 @@ def test_report_in_chromium(tmp_path: Path) -> None:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.on("request", lambda r: requests.append(r.url))
+        console: list[str] = []  # a blocked resource (the CSP) or a script error shows up here
+        page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
         page.goto(report.as_uri())
         page.wait_for_load_state("load")
         # Nothing planted ran: no global set, no script or img element made from a completion.
@@ -57,6 +59,7 @@ def test_report_in_chromium(tmp_path: Path) -> None:
             assert page.evaluate(f"typeof window.{name}") == "undefined", name
         assert page.locator("script").count() == 0
         assert page.locator("img").count() == 0
+        assert page.locator("svg image").count() == 0  # plots are vectors: nothing the CSP would block
         # The payload is shown as text, in the tuned side of a divergence view.
         views = page.locator("article.divergence")
         assert views.count() == n_divergences
@@ -79,5 +82,6 @@ def test_report_in_chromium(tmp_path: Path) -> None:
         page.screenshot(path=str(screenshot), full_page=True)
         browser.close()
     assert [u for u in requests if not u.startswith(("file:", "data:"))] == []
+    assert console == []
     assert screenshot.stat().st_size > 20_000
     print(f"screenshot: {screenshot}")

@@ -122,13 +122,20 @@ def agreement_matrix_svg(m: Matrix) -> str:
     fig = Figure(figsize=(1.6 + 0.9 * k, 1.2 + 0.8 * k))
     ax = fig.subplots()
     data = np.array(m.identical, dtype=float)
-    im = ax.imshow(np.ma.masked_invalid(data), vmin=0, vmax=1, cmap="viridis")
+    # pcolormesh, not imshow: vector cells, where imshow would embed a raster image that the
+    # page's Content-Security-Policy (no images at all) blocks.
+    edges = np.arange(k + 1) - 0.5
+    im = ax.pcolormesh(edges, edges, np.ma.masked_invalid(data), vmin=0, vmax=1, cmap="viridis")
+    ax.set_aspect("equal")
+    ax.invert_yaxis()
     ax.set_xticks(range(k), [plain(x) for x in m.labels], rotation=30, ha="right", fontsize=8)
     ax.set_yticks(range(k), [plain(x) for x in m.labels], fontsize=8)
     for i in range(k):
         for j in range(k):
             text = "–" if math.isnan(data[i, j]) else f"{data[i, j]:.0%}"
             ax.text(j, i, text, ha="center", va="center", color="white" if data[i, j] < 0.6 else "black")
-    fig.colorbar(im, ax=ax, label="byte-identical share")
+    bar = fig.colorbar(im, ax=ax, label="byte-identical share")
+    if bar.solids is not None:
+        bar.solids.set_rasterized(False)  # matplotlib rasterizes long colorbars; keep it a vector
     ax.set_title(plain(f"{m.suite}: byte-identical completions"), fontsize=9)
     return to_svg(fig, f"matrix-{m.suite}")
