@@ -14,7 +14,8 @@ from statsmodels.stats.proportion import proportion_confint
 from servediff.cli import main
 from servediff.compare.study import build_study
 from servediff.record import read_run
-from servediff.report import evidence, html, scores
+from servediff.report import evidence, html, markup, scores
+from servediff.report.markdown import cell
 from tests.report_fixtures import SCRIPT, write_study
 
 
@@ -96,3 +97,13 @@ def test_quality_numbers_from_records(study_files: list[Path]) -> None:
     (m,) = scores.agreement_matrices(study)
     assert m.identical[0][0] == 1.0  # the control
     assert m.identical[0][1] == pytest.approx(1 / 4)
+
+
+def test_markdown_sections_carry_over_escaped() -> None:
+    row = f"| `x` | {cell(SCRIPT + ' | pipe')} |"
+    flag = "> **Flag:** `tuned` " + cell(SCRIPT)
+    lines = ["## Is it what it claims?", "", flag, "", "| a | b |", "|---|---|", row, "", "- one", "- two"]
+    out = markup.to_html(lines)
+    assert "<script" not in out and html.esc(SCRIPT) in out
+    assert "<td><code>x</code></td>" in out and "| pipe" in out
+    assert "<h2>Is it what it claims?</h2>" in out and "<b>Flag:</b>" in out and out.count("<li>") == 2

@@ -32,6 +32,7 @@ examples:
   servediff report runs/*.jsonl --html report.html
   servediff import lm-eval a/samples_gsm8k_*.jsonl b/samples_gsm8k_*.jsonl --label a --label b --out runs/
   servediff export runs/*.jsonl --csv items.csv
+  servediff experiment examples/llamacpp-flash.toml   launch, verify, run and stop each server; report
   servediff run --engine http --base-url http://127.0.0.1:8000 --label vllm-stock --out runs/v.jsonl
 """
 
@@ -224,6 +225,22 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_demo)
 
 
+def _add_experiment(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "experiment",
+        help="run a whole study from one TOML file: launch each engine, verify, run, stop, report",
+        description="Runs every configuration of the experiment file one at a time (starting and "
+        "stopping launched servers), the control repeats and the optional load sweep, then writes "
+        "OUT/report.md and OUT/summary.json. Re-running skips finished runs. Exit 1 when a "
+        "configuration claims a feature that its engine's counters show did not engage.",
+    )
+    p.add_argument("file", type=Path, help="experiment file (TOML)")
+    p.add_argument("--out", type=Path, help="output folder (default: the file's 'output')")
+    p.add_argument("--check", action="store_true", help="validate the file and list its runs; run nothing")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_experiment)
+
+
 def _add_configs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("configs", help="list the named embedded llama.cpp configurations")
     p.add_argument("--config-file", type=Path)
@@ -241,7 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"servediff {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_demo, _add_run, _add_compare, _add_report, _add_import, _add_export, _add_configs):
+    for add in (_add_demo, _add_run, _add_compare, _add_configs, _add_experiment):
+        add(sub)
+    for add in (_add_report, _add_import, _add_export):
         add(sub)
     return parser
 
@@ -421,6 +440,35 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("\n".join(summary(study)))
     print(f"Full report: {report}")
     return 0
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    from servediff.experiment import load_experiment, plan_slots, run_experiment
+
+    exp = load_experiment(args.file, output=args.out)
+    if args.check:
+        from servediff.experiment.conductor import load_suites
+
+        load_suites(exp)  # a missing data file is found now, not after a server has started
+        for slot in plan_slots(exp):
+            state = "exists" if slot.path.is_file() else "to run"
+            print(
+                f"{slot.label}\t{slot.suite.name}\t#{slot.repeat}\tc={slot.concurrency}\t{state}\t{slot.path}"
+            )
+        return 0
+    outcome = run_experiment(exp, progress=not args.no_progress)
+    print(
+        f"{len(outcome.ran)} run(s) made, {len(outcome.skipped)} already complete; report: {outcome.report}"
+    )
+    for line in outcome.flags:
+        print(f"flag: {line}", file=sys.stderr)
+    if outcome.errors:
+        print(
+            f"error: {outcome.errors} item(s) failed and were recorded as errors; re-run to retry them",
+            file=sys.stderr,
+        )
+        return 2
+    return 1 if outcome.flags else 0
 
 
 def cmd_configs(args: argparse.Namespace) -> int:

@@ -83,3 +83,70 @@ def stub_server(behaviour: Behaviour) -> Iterator[tuple[str, list[int]]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+# --- run as a process: a fake vLLM whose speculative decoder does or does not engage -------------
+_SPEC_METRICS = """\
+# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{{model_name="stub",engine="0"}} {drafts}.0
+# HELP vllm:spec_decode_num_draft_tokens_total Number of draft tokens.
+# TYPE vllm:spec_decode_num_draft_tokens_total counter
+vllm:spec_decode_num_draft_tokens_total{{model_name="stub",engine="0"}} {draft_tokens}.0
+# HELP vllm:spec_decode_num_accepted_tokens_total Number of accepted tokens.
+# TYPE vllm:spec_decode_num_accepted_tokens_total counter
+vllm:spec_decode_num_accepted_tokens_total{{model_name="stub",engine="0"}} {accepted}.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{{model_name="stub",engine="0",position="0"}} {pos0}.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{{model_name="stub",engine="0",position="1"}} {pos1}.0
+"""
+
+
+def serve_fake_vllm(port: int, engaged: bool) -> None:
+    """/health, /version, /v1/models, /metrics and chat completions; with ``engaged`` every request
+    adds 4 drafts of 2 tokens with 5 accepted (3 at position 0, 2 at 1), else the counters stay."""
+    requests = [0]
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _reply(self, body: str, kind: str = "application/json") -> None:
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            n = requests[0] if engaged else 0
+            pages = {
+                "/health": "{}",
+                "/version": json.dumps({"version": "0.0.0-fake"}),
+                "/v1/models": json.dumps({"data": [{"id": "stub"}]}),
+                "/metrics": _SPEC_METRICS.format(
+                    drafts=4 * n, draft_tokens=8 * n, accepted=5 * n, pos0=3 * n, pos1=2 * n
+                ),
+            }
+            if self.path not in pages:
+                self.send_response(404)
+                self.end_headers()
+                return
+            self._reply(pages[self.path], "text/plain" if self.path == "/metrics" else "application/json")
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if not self.path.startswith("/v1/"):  # e.g. a tokenize probe: not a generation
+                self.send_response(404)
+                self.end_headers()
+                return
+            requests[0] += 1
+            self._reply(OK_BODY)
+
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    import sys
+
+    serve_fake_vllm(int(sys.argv[1]), engaged=sys.argv[2] == "engaged")

@@ -15,7 +15,8 @@ import json
 from collections.abc import Callable, Sequence
 
 from servediff.compare.study import PairResult, Study
-from servediff.report import evidence, figures, scores
+from servediff.report import evidence, figures, markup, scores
+from servediff.report.experiment import load_sweep, verification
 from servediff.report.markdown import ratio, verdict_control
 
 Section = Callable[[Study], list[str]]
@@ -145,6 +146,12 @@ def imported_line(source: dict[str, object]) -> str:
         f"Imported from {esc(source.get('format'))} (format version {esc(source.get('format_version'))}, "
         f"written by {esc(tool)}), file <code>{esc(source.get('file'))}</code>; {picked}."
     )
+
+
+def experiment_tables(study: Study) -> list[str]:
+    """An experiment's verification and load-sweep sections, carried over from Markdown."""
+    lines = [*verification(study), *load_sweep(study)]
+    return [f"<section id='experiment'>{markup.to_html(lines)}</section>"] if lines else []
 
 
 def plot(name: str, svg: str, caption: str) -> str:
@@ -381,7 +388,15 @@ def limitations(study: Study) -> list[str]:
     ]
 
 
-SECTIONS: list[Section] = [summary, method, divergence_plots, quality, divergences, limitations]
+SECTIONS: list[Section] = [
+    summary,
+    method,
+    experiment_tables,
+    divergence_plots,
+    quality,
+    divergences,
+    limitations,
+]
 
 
 def render(study: Study, title: str = "servediff report", sections: Sequence[Section] | None = None) -> str:

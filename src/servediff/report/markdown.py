@@ -11,6 +11,7 @@ from typing import Any
 
 from servediff.compare.study import PairResult, Study
 from servediff.record import Run
+from servediff.report.experiment import load_sweep, verification
 
 Section = Callable[[Study], list[str]]
 
@@ -157,7 +158,15 @@ def limitations(study: Study) -> list[str]:
     ]
 
 
-SECTIONS: list[Section] = [summary, method, identity_tables, divergences, limitations]
+SECTIONS: list[Section] = [
+    summary,
+    verification,
+    method,
+    identity_tables,
+    divergences,
+    load_sweep,
+    limitations,
+]
 
 
 def render(study: Study, title: str = "servediff report", sections: list[Section] | None = None) -> str:

@@ -1,0 +1,294 @@
+"""Run an experiment: one configuration at a time, start its engine, verify it, run the suites,
+the control repeats and the load sweep, stop it; then compare everything and write the report.
+
+    servediff experiment examples/llamacpp-flash.toml
+
+Every (configuration, suite, repeat) is one record file whose name carries a hash of the
+configuration's definition: re-running skips complete files (a configuration whose runs are all
+complete is not even started), resumes partial ones, and a changed definition gets new files
+without touching the other configurations' runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from servediff.engines import Engine
+from servediff.engines.profiles import PROFILES, Snapshot, flagged, verify_claims, vllm_snapshot
+from servediff.experiment.lifecycle import Placeholders, RunningServer, get_text, launched
+from servediff.experiment.source import ExperimentError
+from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
+from servediff.record import RecordError, read_header, read_run
+from servediff.runner import RunPlan, RunResult, execute
+from servediff.suites import Suite, SuiteOptions, load_suite
+from servediff.types import SamplingParams
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One record file of the experiment: (configuration, suite, repeat) at a concurrency."""
+
+    config: ConfigSpec
+    suite: SuiteSpec
+    repeat: int
+    concurrency: int
+    label: str  # the configuration's label; "LABEL@cN" for a load-sweep run
+    path: Path
+    sweep: bool = False
+
+
+@dataclass
+class Outcome:
+    """What the experiment did, for the CLI's exit code and message."""
+
+    report: Path | None = None
+    ran: list[Path] = dataclasses.field(default_factory=list)
+    skipped: list[Path] = dataclasses.field(default_factory=list)
+    errors: int = 0
+    flags: list[str] = dataclasses.field(default_factory=list)
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def suite_digest(spec: SuiteSpec) -> str:
+    return hashlib.sha256(
+        json.dumps(dataclasses.asdict(spec), sort_keys=True, default=str).encode()
+    ).hexdigest()[:8]
+
+
+def plan_slots(exp: Experiment) -> list[Slot]:
+    """Every run file of the experiment, configuration by configuration, in execution order."""
+    slots: list[Slot] = []
+    for config in exp.configurations:
+        folder = exp.output / "runs" / f"{config.label}.{config.digest}"
+        repeats = 1 + (exp.control_repeats if config.label == exp.control else 0)
+        for suite in exp.suites:
+            stem = f"{suite.name}.{suite_digest(suite)}"
+            for r in range(1, repeats + 1):
+                slots.append(
+                    Slot(config, suite, r, exp.concurrency, config.label, folder / f"{stem}.r{r}.jsonl")
+                )
+        sweep = exp.sweep
+        if sweep is not None and sweep.configuration == config.label:
+            suite = next(s for s in exp.suites if s.name == sweep.suite)
+            stem = f"{suite.name}.{suite_digest(suite)}"
+            for c in sweep.concurrency:
+                for r in range(1, sweep.repeats + 1):
+                    path = (
+                        exp.output / "sweep" / f"{config.label}.{config.digest}" / f"{stem}.c{c}.r{r}.jsonl"
+                    )
+                    slots.append(Slot(config, suite, r, c, f"{config.label}@c{c}", path, sweep=True))
+    return slots
+
+
+def is_complete(slot: Slot, suite: Suite) -> bool:
+    if not slot.path.is_file():
+        return False
+    try:
+        run = read_run(slot.path)
+    except RecordError:
+        return False
+    return {s.id for s in suite.samples} <= run.done_ids()
+
+
+def load_suites(exp: Experiment) -> dict[str, Suite]:
+    out = {}
+    for spec in exp.suites:
+        try:
+            out[spec.name] = load_suite(
+                spec.name, SuiteOptions(limit=spec.limit, seed=spec.seed, path=spec.path)
+            )
+        except (ValueError, FileNotFoundError) as exc:
+            raise ExperimentError(f"{exp.path}: suite {spec.name!r}: {exc}") from exc
+    return out
+
+
+def sampling_for(exp: Experiment, spec: SuiteSpec, suite: Suite) -> SamplingParams:
+    # Precedence: the suite's table, then [sampling] when it sets max_tokens, then the suite's own default.
+    explicit = "max_tokens" in exp.raw.get("sampling", {})
+    tokens = spec.max_tokens or (exp.sampling.max_tokens if explicit else suite.max_tokens) or 300
+    return dataclasses.replace(exp.sampling, max_tokens=tokens)
+
+
+# --- one configuration -----------------------------------------------------------------------
+class Session:
+    """A configuration's engine while it is up: makes engines, reads counters."""
+
+    def __init__(self, exp: Experiment, config: ConfigSpec, server: RunningServer | None) -> None:
+        self.exp, self.config, self.server = exp, config, server
+        self.base_url = server.base_url if server else config.base_url
+
+    def engine(self, slot: Slot) -> Engine:
+        if self.config.knobs is not None:
+            from servediff.engines.llamacpp import LlamaCppEngine
+
+            # A fresh engine per run: a repeat must not inherit the previous run's KV state.
+            return LlamaCppEngine(self.config.knobs, model_path=self.exp.model_path, label=slot.label)
+        from servediff.experiment.engine import ExperimentHTTPEngine
+
+        return ExperimentHTTPEngine(self, slot)
+
+    def snapshot(self) -> Snapshot | None:
+        """The engine's counters now; None where the engine exports none servediff reads."""
+        profile = PROFILES.get(self.config.profile)
+        if self.base_url is None or profile is None or profile.metrics_path is None:
+            return None
+        if self.config.profile != "vllm":
+            return None
+        status, text = get_text(f"{self.base_url}{profile.metrics_path}")
+        return vllm_snapshot(text) if status == 200 else None
+
+    def verification(
+        self, before: Snapshot | None, after: Snapshot | None, result: RunResult
+    ) -> dict[str, Any]:
+        checks = verify_claims(self.config.profile, self.config.claims, before, after)
+        out: dict[str, Any] = {
+            "profile": self.config.profile,
+            "kind": self.config.kind,
+            "claims": checks,
+            "flagged": flagged(checks),
+            "metrics": "read" if before is not None else "not available",
+            "covers": "whole run"
+            if result.skipped == 0
+            else f"resumed part ({result.total - result.skipped} items)",
+        }
+        if self.server is not None:
+            out.update(
+                served=list(self.server.served),
+                server_version=self.server.version,
+                startup_s=round(self.server.startup_s, 2),
+                log=str(self.server.log.relative_to(self.exp.output)),
+                pid=self.server.pid,
+            )
+        elif self.config.knobs is not None:
+            out["served"] = ["in-process"]
+        return out
+
+
+@contextmanager
+def session(exp: Experiment, config: ConfigSpec) -> Iterator[Session]:
+    if config.launch is None:
+        yield Session(exp, config, None)
+        return
+    model_path = str(exp.model_path) if exp.model_path else _default_model_path_or_empty(config)
+    log = exp.output / "logs" / f"{config.label}.{config.digest}.log"
+    _say(f"[{config.label}] starting: {' '.join(config.launch.argv)}")
+    with launched(config, log, exp.model, Placeholders(exp.model, model_path)) as server:
+        _say(
+            f"[{config.label}] healthy after {server.startup_s:.1f} s on port {server.port}, serves "
+            f"{list(server.served)}, version {server.version or 'not exposed'}; log {log}"
+        )
+        yield Session(exp, config, server)
+    _say(f"[{config.label}] stopped")
+
+
+def _default_model_path_or_empty(config: ConfigSpec) -> str:
+    if config.launch is None or not any("{model_path}" in a for a in config.launch.argv):
+        return ""
+    from servediff.engines.knobs import default_model_path
+
+    return str(default_model_path())
+
+
+def run_configuration(
+    exp: Experiment,
+    config: ConfigSpec,
+    slots: list[Slot],
+    suites: dict[str, Suite],
+    outcome: Outcome,
+    progress: bool,
+) -> None:
+    todo = [s for s in slots if not is_complete(s, suites[s.suite.name])]
+    outcome.skipped += [s.path for s in slots if s not in todo]
+    if not todo:
+        _say(f"[{config.label}] all {len(slots)} run(s) complete: not started")
+        return
+    with session(exp, config) as live:
+        for slot in todo:
+            suite = suites[slot.suite.name]
+            engine = live.engine(slot)
+            extra = {
+                "experiment": {"file": exp.path.name, "definition_sha256": config.digest, "sweep": slot.sweep}
+            }
+            plan = RunPlan(
+                suite,
+                slot.label,
+                slot.path,
+                sampling_for(exp, slot.suite, suite),
+                repeat=slot.repeat,
+                concurrency=slot.concurrency,
+                extra=extra,
+            )
+            try:
+                before = live.snapshot()
+                result = execute(plan, engine, progress=progress)
+                after = live.snapshot()
+            finally:
+                engine.close()
+            verification = live.verification(before, after, result)
+            annotate(slot.path, {"verification": verification})
+            outcome.ran.append(slot.path)
+            outcome.errors += result.errors
+            _say(
+                f"[{slot.label}] {slot.suite.name} #{slot.repeat}: {result.done} done, "
+                f"{result.skipped} already finished, {result.errors} failed"
+            )
+
+
+def annotate(path: Path, extra: dict[str, Any]) -> None:
+    """Merge ``extra`` into a record's header (line 1), atomically: verification is known only
+    after the run, and a report renders from records alone."""
+    header = read_header(path)
+    updated = header.model_copy(update={"extra": {**header.extra, **extra}})
+    with path.open("rb") as f:
+        f.readline()
+        rest = f.read()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(updated.model_dump_json().encode() + b"\n" + rest)
+    tmp.replace(path)
+
+
+# --- the whole experiment --------------------------------------------------------------------
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C, so the engine that is up gets stopped, not orphaned."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_experiment(exp: Experiment, progress: bool = True) -> Outcome:
+    from servediff.experiment.reporting import write_report
+
+    suites = load_suites(exp)
+    slots = plan_slots(exp)
+    outcome = Outcome()
+    exp.output.mkdir(parents=True, exist_ok=True)
+    with _sigterm_as_interrupt():
+        for config in exp.configurations:
+            mine = [s for s in slots if s.config.label == config.label]
+            run_configuration(exp, config, mine, suites, outcome, progress)
+    outcome.report, outcome.flags = write_report(exp, [s.path for s in slots if s.path.is_file()])
+    return outcome

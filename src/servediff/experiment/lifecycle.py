@@ -1,0 +1,250 @@
+"""Start one engine server, wait until it is healthy and serves the right model, then stop it.
+
+    servediff experiment examples/llamacpp-flash.toml
+
+The server runs without a shell, in its own process group (so workers it spawns are stopped
+with it), on a free port substituted into its argv, with stdout and stderr appended to a log
+file. Stopping sends SIGTERM to the group, then SIGKILL after a grace period, and waits until
+the port is free: engines that share a GPU cannot overlap, and the next configuration must not
+talk to the previous server. Whatever happens (a failed start, an exception, Ctrl-C), the
+``launched`` context manager stops what it started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from servediff.engines import EngineError
+from servediff.engines.profiles import PROFILES
+from servediff.experiment.spec import ConfigSpec
+
+HOST = "127.0.0.1"
+POLL_S = 0.25
+LOG_TAIL_LINES = 25
+
+
+class LaunchError(EngineError):
+    """The server did not start, never became healthy, or serves another model: exit 2."""
+
+
+@dataclass(frozen=True, slots=True)
+class Placeholders:
+    model: str
+    model_path: str = ""
+    python: str = sys.executable
+
+    def apply(self, arg: str, port: int) -> str:
+        # Plain replacement, never str.format: argv often carries JSON ({"method": "ngram"}).
+        for key, value in (
+            ("{port}", str(port)),
+            ("{host}", HOST),
+            ("{model}", self.model),
+            ("{model_path}", self.model_path),
+            ("{python}", self.python),
+        ):
+            arg = arg.replace(key, value)
+        return arg
+
+
+@dataclass(frozen=True, slots=True)
+class RunningServer:
+    base_url: str
+    port: int
+    pid: int
+    argv: tuple[str, ...]
+    log: Path
+    served: tuple[str, ...]  # the model ids /v1/models lists
+    version: str | None
+    startup_s: float
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((HOST, port)) == 0
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    tail = text.splitlines()[-lines:]
+    return "\n".join(f"    | {ln}" for ln in tail) or "    | (empty)"
+
+
+def get_text(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    """GET a URL: (status, body); status 0 when nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return int(resp.status), resp.read().decode("utf-8", errors="replace")
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), ""
+    except (OSError, ValueError):
+        return 0, ""
+
+
+@contextmanager
+def launched(config: ConfigSpec, log: Path, model: str, values: Placeholders) -> Iterator[RunningServer]:
+    """A healthy server serving ``model``, stopped (group SIGTERM → SIGKILL) on exit."""
+    spec, label = config.launch, config.label
+    if spec is None:
+        raise ValueError(f"{label}: not a launched configuration")
+    port = spec.port or free_port()
+    if port_in_use(port):
+        raise LaunchError(f"{label}: port {port} is already in use; another server is running there")
+    argv = tuple(values.apply(a, port) for a in spec.argv)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    with log.open("ab") as sink:
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **dict(spec.env)},
+                start_new_session=True,  # its own process group: stop it and its workers together
+            )
+        except OSError as exc:
+            raise LaunchError(f"{label}: cannot start {argv[0]!r}: {exc.strerror or exc}") from exc
+        _banner(sink, proc.pid, argv)
+        try:
+            base_url = f"http://{HOST}:{port}"
+            _wait_healthy(proc, _health_url(spec.health, base_url), spec.start_timeout_s, log, label)
+            served = _check_model(base_url, model, log, label)
+            paths = PROFILES[config.profile].version_paths if config.profile in PROFILES else ()
+            version = server_version(base_url, paths) or _package_version(argv)
+            yield RunningServer(base_url, port, proc.pid, argv, log, served, version, time.monotonic() - t0)
+        finally:
+            stop(proc, spec.stop_timeout_s)
+            _wait_port_free(port, spec.stop_timeout_s)
+
+
+def _banner(sink: Any, pid: int, argv: tuple[str, ...]) -> None:
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    sink.write(f"# servediff {when}: started pid {pid}: {json.dumps(list(argv))}\n".encode())
+    sink.flush()
+
+
+def _health_url(health: str, base_url: str) -> str:
+    return health if health.startswith(("http://", "https://")) else f"{base_url}/{health.lstrip('/')}"
+
+
+def _wait_healthy(proc: subprocess.Popen[bytes], url: str, timeout: float, log: Path, label: str) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        code = proc.poll()
+        if code is not None:
+            raise LaunchError(
+                f"{label}: the server exited with code {code} before it became healthy; "
+                f"log {log}, last lines:\n{log_tail(log)}"
+            )
+        status, _ = get_text(url, timeout=2.0)
+        if status == 200:
+            return
+        if time.monotonic() >= deadline:
+            raise LaunchError(
+                f"{label}: not healthy after {timeout:g} s (GET {url} → "
+                f"{status or 'no answer'}); log {log}, last lines:\n{log_tail(log)}"
+            )
+        time.sleep(POLL_S)
+
+
+def _check_model(base_url: str, model: str, log: Path, label: str) -> tuple[str, ...]:
+    status, body = get_text(f"{base_url}/v1/models")
+    try:
+        data = json.loads(body) if status == 200 else None
+        served = tuple(str(m["id"]) for m in data["data"]) if isinstance(data, dict) else None
+    except (json.JSONDecodeError, KeyError, TypeError):
+        served = None
+    if served is None:
+        raise LaunchError(f"{label}: GET {base_url}/v1/models answered {status or 'nothing'}; log {log}")
+    if model not in served:
+        raise LaunchError(
+            f"{label}: the server serves {list(served)}, not the experiment's model {model!r}; "
+            f"fix 'model' or the launch command (log {log})"
+        )
+    return served
+
+
+def server_version(base_url: str, paths: tuple[str, ...]) -> str | None:
+    """The version a server reports, where it exposes one (vLLM /version, llama-server /props)."""
+    for path in paths:
+        status, body = get_text(f"{base_url}{path}")
+        if status != 200:
+            continue
+        try:
+            data = json.loads(body)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict):
+            for key in ("version", "build_info", "sglang_version"):
+                if data.get(key):
+                    return str(data[key])
+    return None
+
+
+def _package_version(argv: tuple[str, ...]) -> str | None:
+    """llama-cpp-python's server exposes no version; when it runs in this very Python, the
+    installed package says which one it is."""
+    if argv[:3] != (sys.executable, "-m", "llama_cpp.server"):
+        return None
+    from importlib import metadata
+
+    try:
+        return f"llama-cpp-python {metadata.version('llama-cpp-python')} (package of the launching Python)"
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def stop(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """SIGTERM to the process group, SIGKILL after ``grace_s``; reaps the process."""
+    if proc.poll() is None:
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+    # The leader may be gone while workers it spawned live on in its group.
+    _signal_group(proc.pid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _wait_port_free(port: int, timeout: float) -> None:
+    # Runs in a finally: warn rather than raise, so the original error (if any) is not masked.
+    # A fixed port still in use is refused by the next launch.
+    deadline = time.monotonic() + timeout
+    while port_in_use(port):
+        if time.monotonic() >= deadline:
+            print(
+                f"warning: port {port} still answers {timeout:g} s after the server was stopped",
+                file=sys.stderr,
+            )
+            return
+        time.sleep(POLL_S)

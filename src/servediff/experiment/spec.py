@@ -1,0 +1,411 @@
+"""The experiment file (TOML): the model, the suites, the control, and the configurations.
+
+    servediff experiment examples/llamacpp-flash.toml
+
+Parsed once into frozen dataclasses. Anything unexpected is an error that names the line where
+it can (unknown keys, a missing model, duplicate labels), because a silently ignored key in a
+study file is a configuration that was never tested.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servediff.engines.knobs import CONFIGS, LlamaKnobs, knobs_from_mapping
+from servediff.engines.profiles import CLAIMS, PROFILES, guess_profile
+from servediff.experiment.source import ExperimentError, Source, check_keys, typed
+from servediff.types import SamplingParams
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+TOP_KEYS = [
+    "title",
+    "model",
+    "model_path",
+    "output",
+    "concurrency",
+    "control",
+    "control_repeats",
+    "sampling",
+    "suites",
+    "configurations",
+    "sweep",
+]
+SAMPLING_KEYS = ("max_tokens", "seed", "top_logprobs", "thinking")
+SUITE_KEYS = ("limit", "seed", "path", "max_tokens")
+CONFIG_KEYS = [
+    "label",
+    "base_url",
+    "launch",
+    "env",
+    "health",
+    "start_timeout",
+    "stop_timeout",
+    "port",
+    "profile",
+    "claims",
+    "knobs",
+    "config",
+]
+SWEEP_KEYS = ("concurrency", "repeats", "configuration", "suite")
+LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+PLACEHOLDERS = ("{port}", "{host}", "{model}", "{model_path}", "{python}")
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteSpec:
+    name: str
+    limit: int | None = None
+    seed: int = 0
+    path: Path | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSpec:
+    """A server to start: argv with placeholders, extra environment, health path, timeouts."""
+
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    health: str = "/v1/models"  # a path on the server, or a full URL
+    start_timeout_s: float = 600.0
+    stop_timeout_s: float = 30.0
+    port: int | None = None  # None: a free port is chosen
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSpec:
+    """One configuration: exactly one of ``launch``, ``base_url`` or ``knobs`` is set."""
+
+    label: str
+    profile: str
+    claims: tuple[str, ...]
+    digest: str  # hash of the definition: a changed definition gets new run files
+    launch: LaunchSpec | None = None
+    base_url: str | None = None
+    knobs: LlamaKnobs | None = None
+
+    @property
+    def kind(self) -> str:
+        return "launch" if self.launch else "server" if self.base_url else "embedded"
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSpec:
+    """Run one configuration's control at several concurrencies, several times each."""
+
+    concurrency: tuple[int, ...]
+    repeats: int
+    configuration: str
+    suite: str
+
+
+@dataclass(frozen=True, slots=True)
+class Experiment:
+    path: Path
+    title: str
+    model: str
+    model_path: Path | None
+    output: Path
+    suites: tuple[SuiteSpec, ...]
+    configurations: tuple[ConfigSpec, ...]
+    control: str
+    control_repeats: int
+    concurrency: int
+    sampling: SamplingParams
+    sweep: SweepSpec | None = None
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def config(self, label: str) -> ConfigSpec:
+        return next(c for c in self.configurations if c.label == label)
+
+
+# --- parsing -----------------------------------------------------------------------------------
+def load_experiment(path: Path, output: Path | None = None) -> Experiment:
+    """Read and validate an experiment file. ``output`` overrides the file's ``output``."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ExperimentError(f"{path}: {exc.strerror or exc}") from exc
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ExperimentError(f"{path}: not valid TOML: {exc}") from exc
+    return parse_experiment(raw, path, text, output)
+
+
+def parse_experiment(raw: dict[str, Any], path: Path, text: str, output: Path | None = None) -> Experiment:
+    src = Source(path, text)
+    check_keys(src, raw, TOP_KEYS, "the experiment")
+    model = raw.get("model")
+    if not isinstance(model, str) or not model:
+        raise src.error("'model' is required: the model id every configuration must serve", src.line("model"))
+    base = path.resolve().parent
+    model_path = Path(raw["model_path"]) if "model_path" in raw else None
+    if model_path is not None and not model_path.is_absolute():
+        model_path = base / model_path
+    sampling = _sampling(src, raw.get("sampling", {}))
+    suites = _suites(src, raw.get("suites", ["prompts"]), base)
+    configs = _configurations(src, raw, model, model_path, sampling)
+    labels = [c.label for c in configs]
+    embedded = [n for n, c in enumerate(configs) if c.kind == "embedded"]
+    if embedded and len(embedded) < len(configs):
+        # compare identifies an embedded model by its file hash and a server's by its id: the
+        # two cannot be checked to be one model, so the final comparison would refuse them.
+        raise src.error(
+            "embedded and server configurations cannot be mixed in one experiment (their models "
+            "cannot be checked to be the same); run two experiments, or compare with --force",
+            src.line("label", "configurations", embedded[0]),
+        )
+    control = raw.get("control", labels[0])
+    if control not in labels:
+        raise src.error(f"control {control!r} is not a configuration label ({labels})", src.line("control"))
+    repeats = typed(src, raw.get("control_repeats", 1), int, "control_repeats", src.line("control_repeats"))
+    concurrency = typed(src, raw.get("concurrency", 1), int, "concurrency", src.line("concurrency"))
+    if repeats < 0 or concurrency < 1:
+        raise src.error("control_repeats must be >= 0 and concurrency >= 1", src.line("control_repeats"))
+    out = output or Path(raw.get("output", Path("out") / path.stem))
+    return Experiment(
+        path=path,
+        title=str(raw.get("title", f"servediff experiment: {path.stem}")),
+        model=model,
+        model_path=model_path,
+        output=Path(out),
+        suites=suites,
+        configurations=configs,
+        control=control,
+        control_repeats=repeats,
+        concurrency=concurrency,
+        sampling=sampling,
+        sweep=_sweep(src, raw.get("sweep"), control, {c.label: c.kind for c in configs}, suites),
+        raw=raw,
+    )
+
+
+def _sampling(src: Source, table: Any) -> SamplingParams:
+    if not isinstance(table, dict):
+        raise src.error("[sampling] must be a table", src.line("sampling"))
+    check_keys(src, table, SAMPLING_KEYS, "[sampling]", "sampling")
+    thinking = table.get("thinking", "unset")
+    if thinking not in ("on", "off", "unset"):
+        raise src.error("thinking must be 'on', 'off' or 'unset'", src.line("thinking", "sampling"))
+    for key in ("max_tokens", "seed", "top_logprobs"):
+        if key in table:
+            typed(src, table[key], int, key, src.line(key, "sampling"))
+    return SamplingParams(
+        seed=table.get("seed", 42),
+        max_tokens=table.get("max_tokens", 300),
+        top_logprobs=table.get("top_logprobs", 0),
+        enable_thinking={"on": True, "off": False, "unset": None}[thinking],
+    )
+
+
+def _suites(src: Source, value: Any, base: Path) -> tuple[SuiteSpec, ...]:
+    if isinstance(value, list):
+        value = {str(name): {} for name in value}
+    if not isinstance(value, dict) or not value:
+        raise src.error("suites must be a list of names or [suites.NAME] tables", src.line("suites"))
+    out = []
+    for name, opts in value.items():
+        where = f"suites.{name}"
+        if not isinstance(opts, dict):
+            raise src.error(f"[{where}] must be a table", src.line(where))
+        check_keys(src, opts, SUITE_KEYS, f"[{where}]", where)
+        p = Path(opts["path"]) if "path" in opts else None
+        for key in ("limit", "seed", "max_tokens"):
+            if key in opts:
+                typed(src, opts[key], int, key, src.line(key, where))
+        out.append(
+            SuiteSpec(
+                name=name,
+                limit=opts.get("limit"),
+                seed=opts.get("seed", 0),
+                path=(p if p is None or p.is_absolute() else base / p),
+                max_tokens=opts.get("max_tokens"),
+            )
+        )
+    return tuple(out)
+
+
+def _configurations(
+    src: Source, raw: dict[str, Any], model: str, model_path: Path | None, sampling: SamplingParams
+) -> tuple[ConfigSpec, ...]:
+    tables = raw.get("configurations")
+    if not isinstance(tables, list) or not tables:
+        raise src.error("at least one [[configurations]] table is required", src.line("configurations"))
+    seen: dict[str, int] = {}
+    # What every run shares is part of each definition: changing it changes every digest.
+    shared = {"model": model, "model_path": str(model_path), "sampling": dataclasses.asdict(sampling)}
+    out = []
+    for n, table in enumerate(tables):
+        spec = _configuration(src, table, n, shared)
+        if spec.label in seen:
+            raise src.error(
+                f"duplicate label {spec.label!r} (configurations #{seen[spec.label] + 1} and #{n + 1})",
+                src.line("label", "configurations", n),
+            )
+        seen[spec.label] = n
+        out.append(spec)
+    return tuple(out)
+
+
+def _configuration(src: Source, table: Any, n: int, shared: dict[str, Any]) -> ConfigSpec:
+    def line(key: str) -> int | None:
+        return src.line(key, "configurations", n)
+
+    if not isinstance(table, dict):
+        raise src.error(f"configurations #{n + 1} must be a table", line("configurations"))
+    check_keys(src, table, CONFIG_KEYS, f"configurations #{n + 1}", "configurations", n)
+    label = table.get("label")
+    if not isinstance(label, str) or not LABEL.match(label):
+        raise src.error(
+            f"configurations #{n + 1}: 'label' is required (letters, digits, '.', '_', '-'), got {label!r}",
+            line("label"),
+        )
+    kinds = [k for k in ("launch", "base_url") if k in table] + (
+        ["knobs/config"] if "knobs" in table or "config" in table else []
+    )
+    if len(kinds) != 1:
+        raise src.error(
+            f"configuration {label!r}: give exactly one of launch, base_url, or knobs/config (embedded); "
+            f"got {kinds or 'none'}",
+            line("label"),
+        )
+    launch = _launch(src, table, label, line) if "launch" in table else None
+    knobs = _knobs(src, table, label, line) if kinds == ["knobs/config"] else None
+    default = guess_profile(launch.argv) if launch else "generic" if "base_url" in table else "embedded"
+    profile = table.get("profile") or default
+    if profile not in PROFILES and profile != "embedded":
+        raise src.error(f"unknown profile {profile!r}; known: {sorted(PROFILES)}", line("profile"))
+    claims = table.get("claims")
+    if claims is None:
+        claims = _implied_claims(profile, launch, knobs)
+    if not isinstance(claims, list) or not all(isinstance(c, str) for c in claims):
+        raise src.error(f"configuration {label!r}: claims must be a list of names", line("claims"))
+    bad = [c for c in claims if c not in CLAIMS]
+    if bad:
+        raise src.error(f"unknown claim {bad[0]!r}; known: {list(CLAIMS)}", line("claims"))
+    definition = json.dumps([table, shared], sort_keys=True, default=str)
+    return ConfigSpec(
+        label=label,
+        profile=profile,
+        claims=tuple(claims),
+        digest=hashlib.sha256(definition.encode()).hexdigest()[:10],
+        launch=launch,
+        base_url=table.get("base_url"),
+        knobs=knobs,
+    )
+
+
+def _implied_claims(profile: str, launch: LaunchSpec | None, knobs: LlamaKnobs | None) -> list[str]:
+    """What a configuration turns on, read from its launch flags or its embedded knobs."""
+    if launch is not None:
+        return list(PROFILES.get(profile, PROFILES["generic"]).claims_from_argv(launch.argv))
+    if knobs is None:
+        return []
+    return [
+        claim
+        for claim, on in (
+            ("speculative_decoding", knobs.prompt_lookup > 0),
+            ("flash_attention", knobs.flash_attn),
+            ("prefix_caching", knobs.prefix_cache),
+        )
+        if on
+    ]
+
+
+def _launch(src: Source, table: dict[str, Any], label: str, line: Any) -> LaunchSpec:
+    argv = table["launch"]
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise src.error(f"configuration {label!r}: launch must be a list of strings (argv)", line("launch"))
+    if "port" not in table and not any("{port}" in a for a in argv):
+        raise src.error(
+            f"configuration {label!r}: launch must contain {{port}} (a free port is chosen) or give port = N",
+            line("launch"),
+        )
+    env = table.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise src.error(f"configuration {label!r}: env must be a table of strings", line("env"))
+    profile = PROFILES.get(table.get("profile") or guess_profile(argv), PROFILES["generic"])
+    numbers = {}
+    for key in ("start_timeout", "stop_timeout", "port"):
+        if key in table:
+            numbers[key] = typed(src, table[key], (int, float), key, line(key))
+    return LaunchSpec(
+        argv=tuple(argv),
+        env=tuple(sorted(env.items())),
+        health=str(table.get("health", profile.health_path)),
+        start_timeout_s=float(numbers.get("start_timeout", 600.0)),
+        stop_timeout_s=float(numbers.get("stop_timeout", 30.0)),
+        port=int(numbers["port"]) if "port" in numbers else None,
+    )
+
+
+def _knobs(src: Source, table: dict[str, Any], label: str, line: Any) -> LlamaKnobs:
+    name = table.get("config", "stock")
+    if name not in CONFIGS:
+        raise src.error(
+            f"configuration {label!r}: unknown config {name!r}; known: {sorted(CONFIGS)}", line("config")
+        )
+    knobs = table.get("knobs", {})
+    if not isinstance(knobs, dict):
+        raise src.error(f"configuration {label!r}: knobs must be a table", line("knobs"))
+    values = {**dataclasses.asdict(CONFIGS[name]), **knobs}
+    try:
+        return knobs_from_mapping(values, f"configuration {label!r}")
+    except ValueError as exc:
+        raise src.error(str(exc), line("knobs")) from exc
+
+
+def _sweep(
+    src: Source, table: Any, control: str, kinds: dict[str, str], suites: tuple[SuiteSpec, ...]
+) -> SweepSpec | None:
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise src.error("[sweep] must be a table", src.line("sweep"))
+    check_keys(src, table, SWEEP_KEYS, "[sweep]", "sweep")
+    levels = table.get("concurrency", [1, 8])
+    if (
+        not isinstance(levels, list)
+        or not levels
+        or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in levels)
+    ):
+        raise src.error("sweep.concurrency must be a list of integers >= 1", src.line("concurrency", "sweep"))
+    repeats = typed(src, table.get("repeats", 3), int, "repeats", src.line("repeats", "sweep"))
+    suite = table.get("suite", suites[0].name)
+    if suite not in [s.name for s in suites]:
+        raise src.error(f"sweep.suite {suite!r} is not one of the suites", src.line("suite", "sweep"))
+    if repeats < 2:
+        raise src.error(
+            "sweep.repeats must be >= 2 (unique outputs need repeats)", src.line("repeats", "sweep")
+        )
+    configuration = table.get("configuration", control)
+    if configuration not in kinds:
+        raise src.error(
+            f"sweep.configuration {configuration!r} is not a configuration label ({list(kinds)})",
+            src.line("configuration", "sweep"),
+        )
+    if max(levels) > 1 and kinds[configuration] == "embedded":
+        raise src.error(
+            f"sweep.configuration {configuration!r} is embedded: it runs one request at a time; "
+            "a load sweep needs a server (launch or base_url)",
+            src.line("configuration", "sweep"),
+        )
+    return SweepSpec(
+        concurrency=tuple(dict.fromkeys(levels)),
+        repeats=repeats,
+        configuration=configuration,
+        suite=suite,
+    )

@@ -1,0 +1,26 @@
+"""The built-in embedded experiment (the demo's study): runs, reports, and resumes in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from servediff.experiment import run_experiment
+from servediff.experiment.builtin import demo_experiment
+
+
+def test_builtin_embedded_experiment_runs_and_resumes(tmp_path: Path) -> None:
+    exp = demo_experiment(tmp_path / "demo", max_tokens=8, limit=1)
+    first = run_experiment(exp, progress=False)
+    assert len(first.ran) == 3 and first.errors == 0 and first.flags == []
+    summary = json.loads((tmp_path / "demo" / "summary.json").read_text())
+    assert [(c["a"], c["total"]) for c in summary["controls"]] == [("stock", 1)]
+    assert [(p["a"], p["b"]) for p in summary["pairs"]] == [("stock", "tuned")]
+    # the tuned knobs claim prompt-lookup speculative decoding, which llama-cpp-python cannot confirm
+    tuned = summary["experiment"]["verification"]["tuned/prompts/1"]
+    assert tuned["claims"]["speculative_decoding"]["status"] == "not verified"
+    assert "speculative_decoding | not verified" in (tmp_path / "demo" / "report.md").read_text()
+    page = (tmp_path / "demo" / "report.html").read_text()
+    assert "<code>stock</code> vs <code>tuned</code>" in page and "speculative_decoding" in page
+    again = run_experiment(exp, progress=False)
+    assert again.ran == [] and len(again.skipped) == 3

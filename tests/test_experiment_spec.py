@@ -1,0 +1,138 @@
+"""The experiment file: validation messages name the line; definitions hash per configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from servediff.cli import main
+from servediff.experiment import ExperimentError, load_experiment, plan_slots
+from servediff.experiment.lifecycle import Placeholders
+
+GOOD = """\
+model = "m"
+control_repeats = 2
+
+[sampling]
+max_tokens = 16
+
+[suites.prompts]
+limit = 2
+
+[[configurations]]
+label = "stock"
+launch = ["vllm", "serve", "m", "--port", "{port}", "--no-enable-prefix-caching"]
+
+[[configurations]]
+label = "spec"
+launch = ["vllm", "serve", "m", "--port", "{port}",
+          "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}']
+
+[[configurations]]
+label = "remote"
+base_url = "http://127.0.0.1:9"
+
+"""
+EMBEDDED = """\
+model = "m"
+
+[[configurations]]
+label = "stock"
+config = "stock"
+
+[[configurations]]
+label = "embedded"
+config = "tuned"
+knobs = { n_batch = 8 }
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "exp.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_good_file(tmp_path: Path) -> None:
+    exp = load_experiment(write(tmp_path, GOOD))
+    assert [c.kind for c in exp.configurations] == ["launch", "launch", "server"]
+    stock, spec, remote = exp.configurations
+    assert stock.profile == spec.profile == "vllm" and stock.claims == ()
+    assert spec.claims == ("prefix_caching", "speculative_decoding")
+    assert remote.profile == "generic"
+    assert exp.control == "stock" and exp.sampling.max_tokens == 16
+    slots = plan_slots(exp)
+    assert [(s.label, s.repeat) for s in slots] == [
+        ("stock", 1),
+        ("stock", 2),
+        ("stock", 3),
+        ("spec", 1),
+        ("remote", 1),
+    ]
+    assert len({s.path for s in slots}) == len(slots)
+
+
+def test_embedded_configurations(tmp_path: Path) -> None:
+    _, embedded = load_experiment(write(tmp_path, EMBEDDED)).configurations
+    assert embedded.knobs is not None and embedded.knobs.n_batch == 8 and embedded.knobs.prompt_lookup == 10
+    assert embedded.claims == ("speculative_decoding", "flash_attention", "prefix_caching")
+    mixed = GOOD + '[[configurations]]\nlabel = "e"\nconfig = "stock"\n'
+    with pytest.raises(ExperimentError, match=r":24: embedded and server configurations cannot be mixed"):
+        load_experiment(write(tmp_path, mixed))
+
+
+def test_json_in_argv_survives_placeholder_substitution() -> None:
+    values = Placeholders(model="m", model_path="/w.gguf", python="py")
+    assert values.apply('{"method": "ngram", "k": "{port}"}', 8123) == '{"method": "ngram", "k": "8123"}'
+    assert values.apply("{python}:{model}:{model_path}", 1) == "py:m:/w.gguf"
+
+
+def test_changing_one_configuration_changes_only_its_own_runs(tmp_path: Path) -> None:
+    before = {s.label: s.path for s in plan_slots(load_experiment(write(tmp_path, GOOD)))}
+    changed = GOOD.replace('"num_speculative_tokens": 3', '"num_speculative_tokens": 5')
+    after = {s.label: s.path for s in plan_slots(load_experiment(write(tmp_path, changed)))}
+    assert before["spec"] != after["spec"]
+    assert {k: v for k, v in before.items() if k != "spec"} == {k: v for k, v in after.items() if k != "spec"}
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        (GOOD.replace("control_repeats = 2", "control_repeat = 2"), 2, "unknown key 'control_repeat'"),
+        (GOOD.replace('label = "remote"', 'label = "remote"\nbase_ulr = "x"'), 21, "unknown key 'base_ulr'"),
+        (GOOD.replace("max_tokens = 16", "max_token = 16"), 5, "unknown key 'max_token' in [sampling]"),
+        (GOOD.replace('label = "spec"', 'label = "stock"'), 15, "duplicate label 'stock'"),
+        (GOOD.replace('model = "m"\n', ""), None, "'model' is required"),
+        (GOOD.replace('"--port", "{port}", "--no', '"--no'), 12, "must contain {port}"),
+        (EMBEDDED.replace("n_batch = 8", "n_bach = 8"), 10, "unknown knob"),
+        (EMBEDDED + '\n[sweep]\nconcurrency = [1, 8]\nconfiguration = "embedded"\n', 14, "is embedded"),
+        (GOOD.replace('base_url = "http://127.0.0.1:9"', 'config = "stock"\nbase_url = "x"'), 20, "one of"),
+        ("model = [", None, "not valid TOML"),
+    ],
+)
+def test_mistakes_name_the_line(tmp_path: Path, text: str, line: int | None, message: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ExperimentError) as e:
+        load_experiment(path)
+    where = f"{path}:{line}: " if line else f"{path}: "
+    assert str(e.value).startswith(where) and message in str(e.value)
+
+
+def test_cli_exits_2_on_a_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, GOOD.replace('label = "spec"', 'label = "stock"'))
+    assert main(["experiment", str(path), "--check"]) == 2
+    assert "duplicate label 'stock'" in capsys.readouterr().err
+    assert main(["experiment", str(write(tmp_path, GOOD)), "--check", "--out", str(tmp_path / "o")]) == 0
+    assert capsys.readouterr().out.count("to run") == 5
+
+
+def test_the_shipped_examples_are_valid() -> None:
+    examples = sorted((Path(__file__).parents[1] / "examples").glob("*.toml"))
+    assert len(examples) >= 2
+    for path in examples:
+        exp = load_experiment(path)
+        assert len(exp.configurations) >= 2
+    vllm = load_experiment(Path(__file__).parents[1] / "examples" / "vllm-spec-prefix.toml")
+    assert vllm.config("tuned").claims == ("speculative_decoding", "prefix_caching")
+    assert vllm.config("stock").profile == "vllm" and vllm.config("stock").claims == ()
