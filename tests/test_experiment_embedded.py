@@ -20,5 +20,7 @@ def test_builtin_embedded_experiment_runs_and_resumes(tmp_path: Path) -> None:
     tuned = summary["experiment"]["verification"]["tuned/prompts/1"]
     assert tuned["claims"]["speculative_decoding"]["status"] == "not verified"
     assert "speculative_decoding | not verified" in (tmp_path / "demo" / "report.md").read_text()
+    page = (tmp_path / "demo" / "report.html").read_text()
+    assert "<code>stock</code> vs <code>tuned</code>" in page and "speculative_decoding" in page
     again = run_experiment(exp, progress=False)
     assert again.ran == [] and len(again.skipped) == 3

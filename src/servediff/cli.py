@@ -4,6 +4,7 @@
     servediff demo
     servediff run --engine http --base-url http://127.0.0.1:8000 --label stock --out runs/stock.jsonl
     servediff compare runs/*.jsonl --md report.md
+    servediff report runs/*.jsonl --html report.html
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ examples:
   servediff compare runs/*.jsonl --md report.md
   servediff run --suite mmlu --limit 100 --config tuned --out runs/mmlu-tuned.jsonl
   servediff stats mcnemar --b 8 --c 0
+  servediff report runs/*.jsonl --html report.html
+  servediff import lm-eval a/samples_gsm8k_*.jsonl b/samples_gsm8k_*.jsonl --label a --label b --out runs/
+  servediff export runs/*.jsonl --csv items.csv
   servediff experiment examples/llamacpp-flash.toml   launch, verify, run and stop each server; report
   servediff run --engine http --base-url http://127.0.0.1:8000 --label vllm-stock --out runs/v.jsonl
 """
@@ -203,6 +207,70 @@ def _add_probe(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=cmd_probe)
 
 
+def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "report",
+        help="write the HTML (and/or Markdown) report of run records",
+        description="The study of compare, written as one self-contained HTML file (plots inline, "
+        "no network) and/or Markdown. Rendered from the records only.",
+    )
+    p.add_argument("runs", nargs="+", type=Path, help="record files (JSONL)")
+    p.add_argument("--html", type=Path, help="write the HTML report here")
+    p.add_argument("--md", type=Path, help="write the Markdown report here")
+    p.add_argument("--force", action="store_true", help="compare even if prompts/sampling/model differ")
+    p.add_argument("--title", default="servediff report")
+    p.set_defaults(func=cmd_report)
+
+
+def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "export",
+        help="write run records as a table: one row per (item, configuration run)",
+        description="Flatten run records into CSV and/or Parquet, one row per item and configuration "
+        "run, with each completion's standing against the suite's reference run.",
+    )
+    p.add_argument("runs", nargs="+", type=Path, help="record files (JSONL)")
+    p.add_argument("--csv", type=Path, help="write CSV here")
+    p.add_argument("--parquet", type=Path, help="write Parquet here (needs pyarrow)")
+    p.add_argument("--force", action="store_true", help="export even if prompts/sampling/model differ")
+    p.set_defaults(func=cmd_export)
+
+
+def _add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "import",
+        help="turn lm-evaluation-harness or Inspect logs into run records",
+        description="Read evaluation logs written by another tool into servediff run records, so "
+        "compare, report and export work on them unchanged. Several files in one command must pair "
+        "item by item (same task, same documents), or nothing is written (exit 2).",
+    )
+    kinds = p.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    for name, text, choose in (
+        ("lm-eval", "lm-evaluation-harness --log_samples output (samples_<task>_<date>.jsonl)", "filter"),
+        ("inspect", "Inspect eval logs (.json; .eval when inspect_ai is installed)", "scorer"),
+    ):
+        k = kinds.add_parser(name, help=text, description=f"Import {text}.")
+        k.add_argument("paths", nargs="+", type=Path, help="log files, one per configuration (or repeat)")
+        k.add_argument(
+            "--label",
+            action="append",
+            required=True,
+            help="configuration name, once per path; a label given twice makes repeats (the control)",
+        )
+        k.add_argument("--out", type=Path, required=True, help="record file (one path) or folder (several)")
+        k.add_argument("--model", help="model name to record (default: the one in the log)")
+        k.add_argument(f"--{choose}", dest="choose", help=f"which {choose} to import (default: the first)")
+        if name == "lm-eval":
+            k.add_argument(
+                "--metric", help="per-sample metric that says right/wrong (default: exact_match/acc)"
+            )
+        else:
+            k.add_argument(
+                "--epoch", type=int, help="import only this epoch (default: each epoch, as repeats)"
+            )
+    p.set_defaults(func=cmd_import)
+
+
 def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "demo",
@@ -264,7 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"servediff {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
-        _add_demo, _add_run, _add_compare, _add_probe, _add_configs, _add_experiment, _add_stats,
+        _add_demo, _add_experiment, _add_run, _add_compare, _add_report, _add_probe, _add_stats,
+        _add_import, _add_export, _add_configs,
     ):
         add(sub)
     return parser
@@ -442,6 +511,75 @@ def _header_knobs(run: Run) -> LlamaKnobs:
     from servediff.engines.knobs import knobs_from_mapping
 
     return knobs_from_mapping(dict(run.header.engine.get("knobs") or {}), f"{run.path} header")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from servediff.compare.study import build_study
+    from servediff.record import read_run
+    from servediff.report import html, markdown
+
+    study = build_study([read_run(p) for p in args.runs], force=args.force)
+    if not (args.html or args.md):
+        print(markdown.render(study, title=args.title))
+        return 0
+    for path, text in ((args.html, html.render), (args.md, markdown.render)):
+        if path:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text(study, title=args.title), encoding="utf-8")
+            print(f"wrote {path}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from servediff.compare.study import build_study
+    from servediff.export import rows, write_csv, write_parquet
+    from servediff.record import read_run
+
+    if not (args.csv or args.parquet):
+        raise UsageError("give --csv PATH and/or --parquet PATH")
+    table = rows(build_study([read_run(p) for p in args.runs], force=args.force))
+    for path, write in ((args.csv, write_csv), (args.parquet, write_parquet)):
+        if path:
+            write(table, path)
+            print(f"{path}: {len(table)} rows")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from servediff.importers import (
+        IMPORTERS,
+        Imported,
+        ImportOptions,
+        LogImportError,
+        numbered,
+        outputs,
+        pairing_problems,
+        write,
+    )
+
+    if len(args.label) != len(args.paths):
+        raise UsageError(f"give one --label per path ({len(args.paths)} paths, {len(args.label)} labels)")
+    runs: list[Imported] = []
+    for path, label in zip(args.paths, args.label):
+        opts = ImportOptions(
+            label=label,
+            model=args.model,
+            choose=args.choose,
+            metric=getattr(args, "metric", None),
+            epoch=getattr(args, "epoch", None),
+        )
+        runs.extend(IMPORTERS[args.source](path, opts))
+    runs = numbered(runs)
+    found = pairing_problems(runs)
+    if found:
+        raise LogImportError("these logs do not pair item by item:\n  " + "\n  ".join(found))
+    for run, out in zip(runs, outputs(runs, args.out, single=len(args.paths) == len(runs) == 1)):
+        write(run, out)
+        scored = sum(1 for it in run.items if it.correct is not None)
+        print(f"{out}: {run.header.label} #{run.header.repeat}, {len(run.items)} items ({scored} scored)")
+        for note in run.notes:
+            print(f"  note: {note}", file=sys.stderr)
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
 """The main job on the embedded default: is `tuned` llama.cpp the same model as `stock`?
 
-    servediff demo                 # writes servediff-demo/report.md
+    servediff demo                 # writes servediff-demo/report.md and report.html
 
 Runs the 20-prompt suite under `stock`, `stock` again (the control) and `tuned`, each in a
 freshly loaded llama.cpp context, then a 100-item subject-stratified MMLU sample under `stock`
@@ -23,6 +23,7 @@ from servediff.compare.study import Study, build_study
 from servediff.engines.knobs import CONFIGS, LlamaKnobs
 from servediff.engines.llamacpp import LlamaCppEngine
 from servediff.record import Run, read_run
+from servediff.report import html
 from servediff.report.markdown import render, summary_json
 from servediff.runner import RunPlan, execute
 from servediff.suites import Suite, SuiteOptions, load_suite
@@ -95,6 +96,8 @@ def run_demo(opts: DemoOptions) -> tuple[Study, Path]:
     report.write_text(
         render(study, title="Does the tuned llama.cpp configuration change the output?"), encoding="utf-8"
     )
+    page = html.render(study, title="Does the tuned llama.cpp configuration change the output?")
+    (opts.out / "report.html").write_text(page, encoding="utf-8")
     (opts.out / "summary.json").write_text(json.dumps(summary_json(study), indent=2), encoding="utf-8")
     print(f"demo finished in {wall:.0f} s; report: {report}", file=sys.stderr)
     return study, report

@@ -1,4 +1,4 @@
-"""The experiment's last step: compare every run it made and write report.md and summary.json.
+"""The experiment's last step: compare every run it made; write report.md, report.html, summary.json.
 
 servediff experiment examples/llamacpp-flash.toml
 """
@@ -11,6 +11,7 @@ from pathlib import Path
 from servediff.compare.study import Study, build_study
 from servediff.experiment.spec import Experiment
 from servediff.record import read_run
+from servediff.report import html
 from servediff.report.experiment import experiment_json, flag_lines, is_sweep
 from servediff.report.markdown import render, summary_json
 
@@ -30,6 +31,7 @@ def write_report(exp: Experiment, paths: list[Path]) -> tuple[Path | None, list[
     study = experiment_study(paths)
     report = exp.output / "report.md"
     report.write_text(render(study, title=exp.title), encoding="utf-8")
+    (exp.output / "report.html").write_text(html.render(study, title=exp.title), encoding="utf-8")
     summary = {**summary_json(study), "experiment": experiment_json(study)}
     (exp.output / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     return report, flag_lines(study)

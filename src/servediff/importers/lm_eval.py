@@ -1,0 +1,210 @@
+"""Read lm-evaluation-harness ``--log_samples`` output into a servediff run.
+
+    servediff import lm-eval out/m/samples_gsm8k_2026-01-01T12-00-00.123456.jsonl --label stock --out a.jsonl
+
+The samples file (``samples_<task>_<date>.jsonl``, written by lm-eval's EvaluationTracker) has
+one line per (document, filter): ``doc_id``, ``doc``, ``target``, ``arguments`` (per request
+``gen_args_i`` → ``arg_0`` the prompt, ``arg_1`` the generation kwargs or the continuation),
+``resps`` / ``filtered_resps``, ``filter``, ``metrics`` (names) and their values, and
+``doc_hash`` / ``prompt_hash`` / ``target_hash`` (SHA-256 of the JSON document, the prompt and
+the target). Items pair across runs by ``doc_id`` and those three hashes. The sibling
+``results_<date>.json``, when present, gives the model, the lm-eval version and the task version.
+
+Generation tasks: the completion is ``resps[0][0]``, the answer the filtered response.
+Multiple-choice (log-likelihood) tasks: the "completion" is the continuation with the highest
+log-likelihood, so two configurations are identical when they pick the same choice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from servediff.importers import (
+    PAIR_KEY,
+    Imported,
+    ImportOptions,
+    LogImportError,
+    correctness,
+    file_sha256,
+    header,
+    suite_info,
+)
+from servediff.record import Item, SamplingInfo, sha256_text
+
+FORMAT = "lm-eval log_samples"
+# The sample fields this reader relies on; they have been stable since lm-eval 0.4.3
+# (doc_hash/prompt_hash/target_hash, filter, metrics, sanitized gen_args_i arguments).
+FORMAT_VERSION = "0.4"
+NAME = re.compile(r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[\d\-.]+)\.jsonl$")
+BINARY_METRICS = ("exact_match", "acc", "acc_norm")
+
+
+def hash_string(text: str) -> str:
+    """lm-eval's hash_string: SHA-256 of the UTF-8 text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise LogImportError(f"{path}: {exc.strerror or exc}") from exc
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise LogImportError(f"{path}:{n}: not JSON ({exc})") from exc
+    if not out or not all(isinstance(s, dict) and "doc_id" in s and "resps" in s for s in out):
+        raise LogImportError(f"{path}: not an lm-eval samples file (no doc_id/resps lines)")
+    return out
+
+
+def arguments(sample: dict[str, Any]) -> list[list[Any]]:
+    """Requests' arguments as lists: saved files hold {"gen_args_0": {"arg_0": …}}, older ones lists."""
+    args = sample.get("arguments")
+    if isinstance(args, dict):
+        return [
+            [req[f"arg_{j}"] for j in range(len(req))]
+            for req in (args[f"gen_args_{i}"] for i in range(len(args)))
+        ]
+    if isinstance(args, list):
+        return [list(a) for a in args]
+    raise LogImportError(f"doc {sample.get('doc_id')}: no arguments recorded")
+
+
+def results_for(path: Path) -> dict[str, Any]:
+    m = NAME.match(path.name)
+    if m is None:
+        return {}
+    results = path.parent / f"results_{m['date']}.json"
+    try:
+        data = json.loads(results.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def pick(samples: list[dict[str, Any]], wanted: str | None, field: str, what: str) -> str | None:
+    found = list(dict.fromkeys(str(s.get(field)) for s in samples if s.get(field) is not None))
+    if wanted is not None and wanted not in found:
+        raise LogImportError(f"no {what} {wanted!r} in this file; it has {found}")
+    return wanted or (found[0] if found else None)
+
+
+def metric_name(sample: dict[str, Any], wanted: str | None) -> str:
+    names = [str(m) for m in sample.get("metrics", [])] or [k for k in BINARY_METRICS if k in sample]
+    if wanted is not None:
+        if wanted not in sample:
+            raise LogImportError(f"no metric {wanted!r} in the samples; they have {names}")
+        return wanted
+    for name in (*BINARY_METRICS, *names):
+        if name in sample:
+            return name
+    raise LogImportError(f"doc {sample.get('doc_id')}: no per-sample metric found (pass --metric)")
+
+
+def completion(sample: dict[str, Any], args: list[list[Any]]) -> tuple[str, str | None, dict[str, Any]]:
+    """(text, answer, extra metadata) for a generation or a multiple-choice sample."""
+    resps = sample["resps"]
+    if len(args) == 1 and (len(args[0]) < 2 or isinstance(args[0][1], dict)):
+        text = str(resps[0][0]) if resps and resps[0] else ""
+        filtered = sample.get("filtered_resps") or [None]
+        answer = filtered[0][0] if isinstance(filtered[0], list) and filtered[0] else filtered[0]
+        return text, None if answer is None else str(answer), {}
+    # One log-likelihood request per choice: resps[i] == [[loglik, is_greedy]] (as strings).
+    logliks = [float(r[0][0]) for r in resps]
+    best = max(range(len(logliks)), key=logliks.__getitem__)
+    return str(args[best][1]), str(best), {"choice_logliks": logliks}
+
+
+def item(sample: dict[str, Any], metric: str) -> Item:
+    args = arguments(sample)
+    prompt = str(args[0][0])
+    if sample.get("prompt_hash") not in (None, hash_string(prompt)):
+        raise LogImportError(f"doc {sample['doc_id']}: prompt_hash does not match the recorded prompt")
+    text, answer, extra = completion(sample, args)
+    hashes = {k: sample.get(k) for k in ("doc_hash", "prompt_hash", "target_hash")}
+    raw_doc = sample.get("doc")
+    doc: dict[str, Any] = raw_doc if isinstance(raw_doc, dict) else {}
+    meta: dict[str, Any] = {PAIR_KEY: hashes, "filter": sample.get("filter"), **extra}
+    if isinstance(doc.get("subject"), str):
+        meta["subject"] = doc["subject"]
+    return Item(
+        id=str(sample["doc_id"]),
+        input=prompt,
+        text=text,
+        sha256=sha256_text(text),
+        answer=answer,
+        gold=str(sample.get("target")),
+        correct=correctness(sample.get(metric)),
+        metadata=meta,
+    )
+
+
+def sampling(sample: dict[str, Any], results: dict[str, Any]) -> SamplingInfo:
+    args = arguments(sample)
+    kwargs = args[0][1] if len(args) == 1 and len(args[0]) > 1 and isinstance(args[0][1], dict) else {}
+    greedy = not kwargs.get("do_sample", False)
+    return SamplingInfo(
+        temperature=0.0 if greedy else float(kwargs.get("temperature", 1.0)),
+        seed=int((results.get("config") or {}).get("random_seed", 0) or 0),
+        max_tokens=int(kwargs.get("max_gen_toks", 256)) if kwargs else 0,
+        top_logprobs=0,
+        enable_thinking=None,
+    )
+
+
+def identity(
+    path: Path, results: dict[str, Any], o: ImportOptions, picked: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The engine as lm-eval recorded it, and where the run came from (format and version)."""
+    config = results.get("config") or {}
+    args = str(config.get("model_args") or "")
+    base_url = next((a.split("=", 1)[1] for a in args.split(",") if a.startswith("base_url=")), None)
+    engine = {
+        "kind": "lm-eval",
+        "model": o.model or results.get("model_name") or args or "unknown",
+        "model_source": results.get("model_source"),
+        "model_args": args or None,
+        "base_url": base_url,
+    }
+    source = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "tool": "lm-eval",
+        "tool_version": results.get("lm_eval_version"),
+        "git_hash": results.get("git_hash"),
+        "file": path.name,
+        "file_sha256": file_sha256(path),
+        **picked,
+    }
+    return engine, source
+
+
+def read(path: Path, o: ImportOptions) -> Imported:
+    samples = read_lines(path)
+    results = results_for(path)
+    m = NAME.match(path.name)
+    task = m["task"] if m else path.stem
+    chosen = pick(samples, o.choose, "filter", "filter")
+    rows = [s for s in samples if chosen is None or str(s.get("filter")) == chosen]
+    metric = metric_name(rows[0], o.metric)
+    items = sorted((item(s, metric) for s in rows), key=lambda it: (len(it.id), it.id))
+    if len({it.id for it in items}) != len(items):
+        raise LogImportError(f"{path}: a doc_id appears twice under filter {chosen!r}")
+    engine, source = identity(path, results, o, {"task": task, "filter": chosen, "metric": metric})
+    version = str((results.get("versions") or {}).get(task, "unknown"))
+    date = results.get("date")
+    when = float(date) if isinstance(date, (int, float)) else path.stat().st_mtime
+    created = datetime.fromtimestamp(when, timezone.utc).isoformat(timespec="seconds")
+    suite = suite_info(f"lm-eval/{task}", version, path.name, items)
+    filters = list(dict.fromkeys(str(s.get("filter")) for s in samples))
+    notes = [f"filter {chosen!r} of {filters}"] if len(filters) > 1 else []
+    return Imported(header(o, engine, sampling(rows[0], results), suite, created, source), items, notes)

@@ -1,0 +1,194 @@
+"""What the HTML report shows about divergences, computed from a Study (records only).
+
+    servediff report runs/*.jsonl --html report.html
+
+Pure functions: the side-by-side view of each divergence (common prefix, the first differing
+token, both continuations, the top-k logprobs recorded at that position), and the survival of
+"tokens until first divergence" per configuration pair with a constant-hazard fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import chi2
+
+from servediff.compare.divergence import Divergence
+from servediff.compare.study import PairResult
+from servediff.record import Item
+
+TopK = tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DivergenceView:
+    """One divergence, split for display: prefix | first differing token | rest, for A and B."""
+
+    item_id: str
+    char_index: int
+    token_index: int | None
+    prefix: str  # what both completions share, up to the first differing token (or character)
+    a_first: str  # A's first differing token (or character when there is no token data)
+    a_rest: str
+    b_first: str
+    b_rest: str
+    a_top: TopK  # A's top-k at the divergence, as recorded during the run (empty when not requested)
+    b_top: TopK
+    gap: float | None  # logprob(A's token) - logprob(B's token), both under A's recorded top-k
+    klass: str | None  # near-tie / rank change / unexplained, when a classification exists
+    gap_source: str  # which computation produced the gap
+
+
+def _tokens_match_text(item: Item) -> bool:
+    return item.tokens is not None and "".join(item.tokens) == item.text
+
+
+def _top_at(item: Item, t: int | None) -> TopK:
+    if t is None or item.logprobs is None or t >= len(item.logprobs):
+        return ()
+    return tuple((str(tok), float(lp)) for tok, lp in item.logprobs[t][2])
+
+
+def recorded_gap(a_top: TopK, a_token: str, b_token: str) -> float | None:
+    """Gap in nats between A's chosen token and B's token, under A's distribution at that step.
+
+    None when either token is missing from A's recorded top-k (then the gap is not observed,
+    only bounded below by the spread of the top-k)."""
+    lp = dict(a_top)
+    if a_token in lp and b_token in lp:
+        return lp[a_token] - lp[b_token]
+    return None
+
+
+def view(d: Divergence, a: Item, b: Item, klass: str | None = None) -> DivergenceView:
+    t = d.token_index
+    if (
+        t is not None
+        and _tokens_match_text(a)
+        and _tokens_match_text(b)
+        and a.tokens is not None
+        and b.tokens is not None
+    ):
+        prefix = "".join(a.tokens[:t])
+        a_first = a.tokens[t] if t < len(a.tokens) else ""
+        b_first = b.tokens[t] if t < len(b.tokens) else ""
+        a_rest, b_rest = a.text[len(prefix) + len(a_first) :], b.text[len(prefix) + len(b_first) :]
+    else:
+        c = d.char_index
+        prefix, a_first, b_first = a.text[:c], a.text[c : c + 1], b.text[c : c + 1]
+        a_rest, b_rest = a.text[c + 1 :], b.text[c + 1 :]
+    a_top, b_top = _top_at(a, t), _top_at(b, t)
+    return DivergenceView(
+        item_id=d.item_id,
+        char_index=d.char_index,
+        token_index=t,
+        prefix=prefix,
+        a_first=a_first,
+        a_rest=a_rest,
+        b_first=b_first,
+        b_rest=b_rest,
+        a_top=a_top,
+        b_top=b_top,
+        gap=recorded_gap(a_top, a_first, b_first),
+        klass=klass,
+        gap_source="logprobs recorded during A's run" if a_top else "no logprobs recorded",
+    )
+
+
+def views(p: PairResult) -> list[DivergenceView]:
+    return [view(d, p.a_run.items[d.item_id], p.b_run.items[d.item_id]) for d in p.divergences]
+
+
+# --- survival of "tokens until first divergence" -------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Survival:
+    """Per item of one pair: tokens both completions shared, and whether they then diverged.
+
+    An identical pair of completions is censored at its length: it never diverged within the
+    tokens it generated. Items without token data on both sides are left out (``missing``)."""
+
+    label: str
+    durations: tuple[int, ...]
+    events: tuple[bool, ...]
+    missing: int
+
+    @property
+    def n_events(self) -> int:
+        return sum(self.events)
+
+    @property
+    def exposure(self) -> int:
+        """Token positions at risk: an event at index t was at risk at positions 0..t."""
+        return sum(d + 1 if e else d for d, e in zip(self.durations, self.events))
+
+
+def _length(item: Item) -> int | None:
+    if item.token_ids is not None:
+        return len(item.token_ids)
+    if item.tokens is not None:
+        return len(item.tokens)
+    return item.n_tokens
+
+
+def survival(p: PairResult) -> Survival:
+    by_id = {d.item_id: d for d in p.divergences}
+    durations: list[int] = []
+    events: list[bool] = []
+    missing = 0
+    for item_id in p.a_run.header.suite.item_ids:
+        a, b = p.a_run.items.get(item_id), p.b_run.items.get(item_id)
+        if a is None or b is None or a.error or b.error:
+            continue
+        d = by_id.get(item_id)
+        if d is not None and d.token_index is not None:
+            durations.append(d.token_index)
+            events.append(True)
+            continue
+        n = _length(a)
+        if d is not None or n is None:
+            missing += 1
+            continue
+        durations.append(n)
+        events.append(False)
+    return Survival(f"{p.a} vs {p.b}", tuple(durations), tuple(events), missing)
+
+
+def kaplan_meier(s: Survival) -> tuple[np.ndarray, np.ndarray]:
+    """Step function S(x) = P(the first x tokens are identical), at x = 0 and after each event."""
+    d = np.asarray(s.durations, dtype=float)
+    e = np.asarray(s.events, dtype=bool)
+    xs, ys, surv = [0.0], [1.0], 1.0
+    for t in np.unique(d[e]):
+        at_risk = int(np.sum((d > t) | ((d == t) & e)))
+        surv *= 1.0 - int(np.sum((d == t) & e)) / at_risk
+        xs.append(t + 1.0)
+        ys.append(surv)
+    return np.asarray(xs), np.asarray(ys)
+
+
+@dataclass(frozen=True, slots=True)
+class Hazard:
+    """Constant per-token divergence hazard: events / exposure, exact Poisson 95 % interval."""
+
+    rate: float
+    low: float
+    high: float
+    events: int
+    exposure: int
+
+
+def hazard(events: int, exposure: int, level: float = 0.95) -> Hazard:
+    if exposure <= 0:
+        return Hazard(float("nan"), float("nan"), float("nan"), events, exposure)
+    alpha = 1.0 - level
+    low = 0.0 if events == 0 else float(chi2.ppf(alpha / 2, 2 * events)) / (2 * exposure)
+    high = float(chi2.ppf(1 - alpha / 2, 2 * events + 2)) / (2 * exposure)
+    return Hazard(events / exposure, low, high, events, exposure)
+
+
+def survivals(pairs: Sequence[PairResult]) -> list[Survival]:
+    return [s for s in map(survival, pairs) if s.durations]

@@ -1,0 +1,141 @@
+"""The HTML report's plots: matplotlib figures rendered to inline SVG strings.
+
+    servediff report runs/*.jsonl --html report.html
+
+No pyplot and no display: each function builds a ``Figure``, saves it as SVG into memory and
+returns the ``<svg>`` element. Text stays text (``svg.fonttype: none``) so the page stays small
+and searchable; matplotlib escapes it as XML, and every string passed in goes through
+``plain`` first so that a ``$`` in a label cannot switch on mathtext.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib import rc_context
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from servediff.report.evidence import Survival, hazard, kaplan_meier
+from servediff.report.scores import Accuracy, Matrix, SubjectAgreement
+
+WIDTH = 7.0  # inches; the page scales the SVG to its column
+
+
+def plain(text: str) -> str:
+    """A label matplotlib draws literally: no mathtext (``$…$``)."""
+    return text.replace("$", r"\$")
+
+
+def to_svg(fig: Figure, salt: str) -> str:
+    buf = io.StringIO()
+    # A per-figure salt keeps element ids (clip paths, glyphs) unique across the inline SVGs
+    # of one page; no date in the metadata keeps the output reproducible.
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    svg = buf.getvalue()
+    return svg[svg.index("<svg") :]
+
+
+def survival_svg(curves: Sequence[Survival]) -> str:
+    fig = Figure(figsize=(WIDTH, 3.6))
+    ax = fig.subplots()
+    horizon = max(max(s.durations) for s in curves) + 1
+    for n, s in enumerate(curves):
+        xs, ys = kaplan_meier(s)
+        color = f"C{n % 10}"
+        xs_full = np.append(xs, horizon)
+        ys_full = np.append(ys, ys[-1])
+        ax.step(xs_full, ys_full, where="post", color=color, label=plain(f"{s.label} (Kaplan–Meier)"))
+        h = hazard(s.n_events, s.exposure)
+        if not math.isnan(h.rate):
+            grid = np.linspace(0, horizon, 200)
+            ax.plot(
+                grid,
+                np.exp(-h.rate * grid),
+                color=color,
+                linestyle="--",
+                linewidth=1,
+                label=plain(f"constant hazard {h.rate:.2g}/token [{h.low:.2g}, {h.high:.2g}]"),
+            )
+            ax.fill_between(grid, np.exp(-h.high * grid), np.exp(-h.low * grid), color=color, alpha=0.12)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("tokens generated")
+    ax.set_ylabel("share of items still identical")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlim(0, horizon)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return to_svg(fig, "survival")
+
+
+def gap_histogram_svg(gaps: Sequence[float], threshold: float | None = None) -> str:
+    fig = Figure(figsize=(WIDTH, 3.0))
+    ax = fig.subplots()
+    values = np.asarray(gaps, dtype=float)
+    top = max(float(values.max()), 0.05) if values.size else 1.0
+    bins = [float(x) for x in np.linspace(0.0, top * 1.05, min(30, max(5, values.size)) + 1)]
+    ax.hist(values, bins=bins, color="C0", edgecolor="white")
+    if threshold is not None:
+        ax.axvline(threshold, color="C3", linestyle="--", label=f"near-tie threshold {threshold:.3g} nats")
+        ax.legend(fontsize=8)
+    ax.set_xlabel("logprob gap at the first differing token (nats)")
+    ax.set_ylabel("divergences")
+    ax.grid(alpha=0.3)
+    return to_svg(fig, "gaps")
+
+
+def accuracy_svg(rows: Sequence[Accuracy]) -> str:
+    fig = Figure(figsize=(WIDTH, 0.9 + 0.38 * len(rows)))
+    ax = fig.subplots()
+    y = np.arange(len(rows))[::-1]
+    values = np.array([r.value for r in rows])
+    err = np.array([[r.value - r.low for r in rows], [r.high - r.value for r in rows]])
+    suites = list(dict.fromkeys(r.suite for r in rows))
+    colors = [f"C{suites.index(r.suite) % 10}" for r in rows]
+    ax.barh(y, values, xerr=err, color=colors, alpha=0.8, capsize=3)
+    ax.set_yticks(y, [plain(f"{r.suite} · {r.label}  ({r.correct}/{r.n})") for r in rows], fontsize=8)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("accuracy (bars: 95 % Wilson interval)")
+    ax.grid(axis="x", alpha=0.3)
+    return to_svg(fig, "accuracy")
+
+
+def subject_agreement_svg(rows: Sequence[SubjectAgreement], title: str) -> str:
+    fig = Figure(figsize=(WIDTH, 0.9 + 0.22 * len(rows)))
+    ax = fig.subplots()
+    y = np.arange(len(rows))[::-1]
+    ax.barh(y, [r.same_answer / r.n for r in rows], color="C2", alpha=0.8)
+    ax.set_yticks(y, [plain(f"{r.subject} ({r.n})") for r in rows], fontsize=7)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of items with the same extracted answer")
+    ax.set_title(plain(title), fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    return to_svg(fig, f"subjects-{title}")
+
+
+def agreement_matrix_svg(m: Matrix) -> str:
+    k = len(m.labels)
+    fig = Figure(figsize=(1.6 + 0.9 * k, 1.2 + 0.8 * k))
+    ax = fig.subplots()
+    data = np.array(m.identical, dtype=float)
+    # pcolormesh, not imshow: vector cells, where imshow would embed a raster image that the
+    # page's Content-Security-Policy (no images at all) blocks.
+    edges = np.arange(k + 1) - 0.5
+    im = ax.pcolormesh(edges, edges, np.ma.masked_invalid(data), vmin=0, vmax=1, cmap="viridis")
+    ax.set_aspect("equal")
+    ax.invert_yaxis()
+    ax.set_xticks(range(k), [plain(x) for x in m.labels], rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(k), [plain(x) for x in m.labels], fontsize=8)
+    for i in range(k):
+        for j in range(k):
+            text = "–" if math.isnan(data[i, j]) else f"{data[i, j]:.0%}"
+            ax.text(j, i, text, ha="center", va="center", color="white" if data[i, j] < 0.6 else "black")
+    bar = fig.colorbar(im, ax=ax, label="byte-identical share")
+    if bar.solids is not None:
+        bar.solids.set_rasterized(False)  # matplotlib rasterizes long colorbars; keep it a vector
+    ax.set_title(plain(f"{m.suite}: byte-identical completions"), fontsize=9)
+    return to_svg(fig, f"matrix-{m.suite}")

@@ -1,0 +1,416 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, no script, no network).
+
+    servediff report runs/*.jsonl --html report.html
+
+Rendered from a Study, which is computed from records only. Every string that came from a
+record (completions, tokens, answers, labels, paths) goes through ``esc`` (``html.escape``);
+plots are SVG from matplotlib, which escapes its own text. A Content-Security-Policy that
+allows no script at all is a second wall behind the escaping.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable, Sequence
+
+from servediff.compare.study import PairResult, Study
+from servediff.report import evidence, figures, markup, scores
+from servediff.report.experiment import load_sweep, verification
+from servediff.report.markdown import ratio, verdict_control
+
+Section = Callable[[Study], list[str]]
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'"
+
+CSS = """
+body{font:15px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;max-width:1180px;margin:2em auto;
+  padding:0 1em;color:#1d1d1f}
+h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.9em}
+td,th{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
+th{background:#f5f5f7}code,pre,.tok{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.86em}
+pre{white-space:pre-wrap;word-break:break-word;margin:.3em 0;background:#fafafa;border:1px solid #eee;
+  padding:.5em;max-height:22em;overflow:auto}
+.divergence{border:1px solid #ccc;border-radius:6px;padding:.6em .9em;margin:1em 0}
+.divergence h4{margin:.1em 0 .4em}.sides{display:grid;grid-template-columns:1fr 1fr;gap:1em}
+mark.first{background:#ffd54f;outline:1px solid #e0a800;border-radius:2px}
+.a mark.first{background:#90caf9;outline-color:#1e88e5}
+.badge{display:inline-block;padding:0 .45em;border-radius:9px;background:#eee;font-size:.8em;margin-left:.4em}
+.badge.near-tie{background:#c8e6c9}.badge.rank-change{background:#ffe0b2}.badge.unexplained{background:#ffcdd2}
+figure.plot{margin:1em 0}figure.plot svg{max-width:100%;height:auto}figcaption{font-size:.85em;color:#555}
+.warn{background:#fff3cd;border:1px solid #ffe08a;padding:.4em .7em;border-radius:4px}
+.muted{color:#666;font-size:.9em}
+"""
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def token(text: str) -> str:
+    """A token shown so that whitespace is visible: its JSON string form, escaped."""
+    return f'<code class="tok">{esc(json.dumps(text, ensure_ascii=False))}</code>'
+
+
+def table(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "") -> str:
+    """Cells are HTML already: callers escape what they put in."""
+    th = "".join(f"<th>{h}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def summary(study: Study) -> list[str]:
+    out = ["<h2 id='summary'>Summary</h2><ul>"]
+    out += [f"<li class='warn'>Warning: {esc(w)}</li>" for w in study.warnings]
+    for p in study.controls:
+        out.append(
+            f"<li>Control <code>{esc(p.a)}</code> ({esc(p.suite)}): <b>{ratio(p.identical, p.total)}</b> "
+            f"identical across repeats — {esc(verdict_control(p))}.</li>"
+        )
+    if not study.controls:
+        out.append(
+            "<li>No control: no configuration was run twice, so a difference between configurations "
+            "cannot be told apart from run-to-run noise.</li>"
+        )
+    for p in study.pairs:
+        out.append(
+            f"<li><code>{esc(p.a)}</code> vs <code>{esc(p.b)}</code> ({esc(p.suite)}): "
+            f"<b>{ratio(p.identical, p.total)}</b> byte-identical.</li>"
+        )
+    for q in scores.paired_all(study):
+        out.append(
+            f"<li>{esc(q.suite)}: {len(q.changed)} of {q.n} scored items changed correctness between "
+            f"<code>{esc(q.a)}</code> and <code>{esc(q.b)}</code> ({q.a_only} right only under "
+            f"<code>{esc(q.a)}</code>, {q.b_only} only under <code>{esc(q.b)}</code>; exact McNemar "
+            f"p = {q.p_value:.3g}).</li>"
+        )
+    errors = sum(p.errors for p in [*study.controls, *study.pairs])
+    if errors:
+        out.append(f"<li>{errors} item comparison(s) left out because a run recorded an engine error.</li>")
+    return [*out, "</ul>"]
+
+
+def method(study: Study) -> list[str]:
+    rows = []
+    for c in study.configurations:
+        h = c.runs[0].header
+        e = h.engine
+        what = e.get("knobs") or e.get("launch") or e.get("options") or {}
+        rows.append(
+            [
+                f"<code>{esc(c.label)}</code>",
+                esc(c.suite),
+                esc(e.get("kind")),
+                esc(e.get("model")),
+                esc(e.get("base_url") or "in-process"),
+                esc(e.get("server_version") or "not exposed"),
+                f"<code>{esc(json.dumps(what, sort_keys=True))}</code>",
+                str(len(c.runs)),
+            ]
+        )
+    out = [
+        "<h2 id='method'>Method</h2>",
+        table(["configuration", "suite", "engine", "model", "where", "version", "settings", "runs"], rows),
+    ]
+    out.append("<ul>")
+    for suite in study.suites:
+        h = next(c for c in study.configurations if c.suite == suite).runs[0].header
+        s = h.sampling
+        imported = h.extra.get("imported_from")
+        out.append(
+            f"<li>Suite <code>{esc(suite)}</code> v{esc(h.suite.version)} ({esc(h.suite.source)}), "
+            f"{len(h.suite.item_ids)} items, content SHA-256 "
+            f"<code>{esc(h.suite.content_sha256[:16])}…</code>; "
+            f"temperature {s.temperature}, seed {s.seed}, max_tokens {s.max_tokens}, top_logprobs "
+            f"{s.top_logprobs or 'not requested'}; concurrency {h.concurrency}."
+            + (f" {imported_line(imported)}" if imported else "")
+            + "</li>"
+        )
+    first = study.configurations[0].runs[0].header
+    out.append(
+        f"<li>servediff {esc(first.tool_version)}"
+        + (f" (git {esc(first.git_revision[:10])})" if first.git_revision else "")
+        + f", Python {esc(first.environment.get('python'))}, {esc(first.environment.get('platform'))}; "
+        f"first run created {esc(first.created)}.</li></ul>"
+    )
+    return out
+
+
+def imported_line(source: dict[str, object]) -> str:
+    tool = f"{source.get('tool')} {source.get('tool_version') or '(version not recorded)'}"
+    picked = ", ".join(
+        f"{k} {esc(source[k])}" for k in ("task", "filter", "metric", "scorer", "epoch") if source.get(k)
+    )
+    return (
+        f"Imported from {esc(source.get('format'))} (format version {esc(source.get('format_version'))}, "
+        f"written by {esc(tool)}), file <code>{esc(source.get('file'))}</code>; {picked}."
+    )
+
+
+def experiment_tables(study: Study) -> list[str]:
+    """An experiment's verification and load-sweep sections, carried over from Markdown."""
+    lines = [*verification(study), *load_sweep(study)]
+    return [f"<section id='experiment'>{markup.to_html(lines)}</section>"] if lines else []
+
+
+def plot(name: str, svg: str, caption: str) -> str:
+    return f"<figure class='plot' id='plot-{esc(name)}'>{svg}<figcaption>{caption}</figcaption></figure>"
+
+
+def _comparisons(study: Study) -> list[PairResult]:
+    return [*study.controls, *study.pairs]
+
+
+def divergence_plots(study: Study) -> list[str]:
+    out = ["<h2 id='plots'>Where and how the completions part</h2>"]
+    curves = evidence.survivals(study.pairs)
+    if curves:
+        rows = []
+        for s in curves:
+            h = evidence.hazard(s.n_events, s.exposure)
+            rows.append(
+                [
+                    esc(s.label),
+                    str(len(s.durations)),
+                    str(s.n_events),
+                    str(s.exposure),
+                    f"{h.rate:.3g} [{h.low:.3g}, {h.high:.3g}]",
+                    str(s.missing),
+                ]
+            )
+        out.append(
+            plot(
+                "survival",
+                figures.survival_svg(curves),
+                "Share of items whose completions are still identical after x generated tokens, per "
+                "configuration pair (Kaplan–Meier; identical items are censored at their length), with "
+                "the constant-hazard fit exp(−λx) and its exact Poisson 95 % band.",
+            )
+        )
+        out.append(
+            table(
+                [
+                    "pair",
+                    "items",
+                    "divergences",
+                    "tokens at risk",
+                    "hazard per token [95 % CI]",
+                    "left out (no token data)",
+                ],
+                rows,
+            )
+        )
+    else:
+        out.append("<p class='muted'>No survival curve: no pair of configurations has token data.</p>")
+    gaps = [v.gap for p in study.pairs for v in evidence.views(p) if v.gap is not None]
+    if gaps:
+        out.append(
+            plot(
+                "gaps",
+                figures.gap_histogram_svg(gaps),
+                f"Logprob gap between the two configurations' tokens at the first difference, under the "
+                f"reference's recorded top-k ({len(gaps)} divergences where both tokens were in it).",
+            )
+        )
+    else:
+        out.append(
+            "<p class='muted'>No gap histogram: no divergence has both tokens in a recorded "
+            "top-k (run with <code>--top-logprobs 5</code> to record them).</p>"
+        )
+    for m in scores.agreement_matrices(study):
+        out.append(
+            plot(
+                f"matrix-{m.suite}",
+                figures.agreement_matrix_svg(m),
+                "Share of byte-identical completions for every pair of configurations; the "
+                "diagonal is the control (a configuration against its own repeat), blank where "
+                "there was none.",
+            )
+        )
+    return out
+
+
+def quality(study: Study) -> list[str]:
+    acc = scores.accuracies(study)
+    if not acc:
+        return []
+    out = ["<h2 id='quality'>Does the configuration change quality?</h2>"]
+    out.append(
+        plot(
+            "accuracy",
+            figures.accuracy_svg(acc),
+            "Accuracy per configuration and benchmark; error bars are 95 % Wilson intervals. "
+            "Errored items are left out, never counted as wrong.",
+        )
+    )
+    out.append(
+        table(
+            ["suite", "configuration", "correct", "accuracy [95 % CI]"],
+            [
+                [
+                    esc(a.suite),
+                    f"<code>{esc(a.label)}</code>",
+                    f"{a.correct}/{a.n}",
+                    f"{a.value:.1%} [{a.low:.1%}, {a.high:.1%}]",
+                ]
+                for a in acc
+            ],
+        )
+    )
+    pairs = scores.paired_all(study)
+    out.append(
+        table(
+            [
+                "suite",
+                "A",
+                "B",
+                "scored in both",
+                "right only under A",
+                "right only under B",
+                "exact McNemar p",
+            ],
+            [
+                [
+                    esc(q.suite),
+                    f"<code>{esc(q.a)}</code>",
+                    f"<code>{esc(q.b)}</code>",
+                    str(q.n),
+                    str(q.a_only),
+                    str(q.b_only),
+                    f"{q.p_value:.3g}",
+                ]
+                for q in pairs
+            ],
+        )
+    )
+    for p in study.pairs:
+        rows = scores.subject_agreement(p)
+        if rows:
+            title = f"{p.suite}: {p.a} vs {p.b}"
+            out.append(
+                plot(
+                    f"subjects-{p.suite}-{p.a}-{p.b}",
+                    figures.subject_agreement_svg(rows, title),
+                    "Per subject: share of items where both configurations extracted the same "
+                    "answer (item counts in brackets).",
+                )
+            )
+    return [*out, *changed_items(pairs)]
+
+
+def changed_items(pairs: Sequence[scores.Paired]) -> list[str]:
+    rows = [
+        [
+            esc(c.suite),
+            esc(c.item_id),
+            esc(c.subject or ""),
+            esc(c.gold),
+            f"<code>{esc(c.a)}</code>",
+            esc(c.a_answer),
+            "✔" if c.a_correct else "✘",
+            f"<code>{esc(c.b)}</code>",
+            esc(c.b_answer),
+            "✘" if c.a_correct else "✔",
+        ]
+        for q in pairs
+        for c in q.changed
+    ]
+    out = ["<h3 id='changed'>Every scored item that changed correctness</h3>"]
+    if not rows:
+        return [*out, "<p>None: every item scored under both configurations kept its correctness.</p>"]
+    head = ["suite", "item", "subject", "gold", "A", "A answer", "A", "B", "B answer", "B"]
+    return [*out, table(head, rows, "changed")]
+
+
+def _topk(top: evidence.TopK, a_tok: str, b_tok: str) -> str:
+    if not top:
+        return "<p class='muted'>no top-k recorded at this position</p>"
+    rows = []
+    for tok, lp in top:
+        who = " ".join(x for x, t in (("A", a_tok), ("B", b_tok)) if t == tok)
+        rows.append([token(tok), f"{lp:.4f}", esc(who)])
+    return table(["token", "logprob", "chosen by"], rows, "topk")
+
+
+def divergence_view(p: PairResult, v: evidence.DivergenceView) -> str:
+    klass = v.klass or "unclassified"
+    tok = "n/a" if v.token_index is None else str(v.token_index)
+    gap = "not observed" if v.gap is None else f"{v.gap:.4f} nats"
+    sides = []
+    for side, label, first, rest, top in (
+        ("a", p.a, v.a_first, v.a_rest, v.a_top),
+        ("b", p.b, v.b_first, v.b_rest, v.b_top),
+    ):
+        sides.append(
+            f"<div class='{side}'><b>{side.upper()}: <code>{esc(label)}</code></b>"
+            f"<pre><mark class='first'>{esc(first)}</mark>{esc(rest)}</pre>"
+            f"<div class='muted'>top-k at token {tok}, as recorded during this run</div>"
+            f"{_topk(top, v.a_first, v.b_first)}</div>"
+        )
+    return (
+        f"<article class='divergence' data-item='{esc(v.item_id)}'>"
+        f"<h4>item {esc(v.item_id)} "
+        f"<span class='badge {esc(klass.replace(' ', '-'))}'>{esc(klass)}</span></h4>"
+        f"<div class='muted'>first difference at character {v.char_index}, token {tok}: "
+        f"{token(v.a_first)} vs {token(v.b_first)}; gap {esc(gap)}</div>"
+        f"<details><summary>common prefix ({len(v.prefix)} characters)</summary><pre>{esc(v.prefix)}</pre>"
+        f"</details><div class='sides'>{''.join(sides)}</div></article>"
+    )
+
+
+def divergences(study: Study) -> list[str]:
+    out = ["<h2 id='divergences'>Every divergence</h2>"]
+    for p in _comparisons(study):
+        if p.divergences:
+            out.append(
+                f"<h3><code>{esc(p.a)}</code> vs <code>{esc(p.b)}</code> ({esc(p.suite)}, "
+                f"{esc(p.kind)}): {len(p.divergences)} of {p.total}</h3>"
+            )
+            out += [divergence_view(p, v) for v in evidence.views(p)]
+    if len(out) == 1:
+        out.append("<p>None: every compared completion was byte-identical.</p>")
+    return out
+
+
+def limitations(study: Study) -> list[str]:
+    return [
+        "<h2 id='limits'>What this study does not establish</h2><ul>",
+        "<li>Byte identity is about text, not quality: a divergence can be better, worse or equivalent. "
+        "Only a scored benchmark says whether accuracy moved.</li>",
+        "<li>Determinism is shown for these prompts, this hardware, these library versions and this "
+        "request order; another batch composition or machine can differ.</li>",
+        "<li>A gap computed from logprobs recorded during a run is that run's own view; a separate "
+        "one-pass probe is another computation with its own error.</li>",
+        "<li>Intervals are 95 % and per comparison: with many pairs, some will exclude the truth by "
+        "chance.</li>",
+        "</ul>",
+    ]
+
+
+SECTIONS: list[Section] = [
+    summary,
+    method,
+    experiment_tables,
+    divergence_plots,
+    quality,
+    divergences,
+    limitations,
+]
+
+
+def render(study: Study, title: str = "servediff report", sections: Sequence[Section] | None = None) -> str:
+    body = [
+        f"<h1>{esc(title)}</h1>",
+        "<nav class='muted'><a href='#summary'>Summary</a> · <a href='#method'>Method</a> · "
+        "<a href='#plots'>Where they part</a> · <a href='#quality'>Quality</a> · "
+        "<a href='#divergences'>Every divergence</a> · <a href='#limits'>Limits</a></nav>",
+    ]
+    for section in sections or SECTIONS:
+        body += section(study)
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>"
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>\n{chr(10).join(body)}\n</body></html>\n"
+    )

@@ -1,0 +1,175 @@
+"""What the HTML report shows about scored items, computed from a Study (records only).
+
+    servediff report runs/*.jsonl --html report.html
+
+Accuracy per configuration with a Wilson 95 % interval, the items whose correctness changed
+between two configurations (with the exact McNemar test on them), answer agreement per MMLU
+subject, and the matrix of byte-identical shares for three or more configurations. Every
+number comes from the ``answer``/``gold``/``correct`` fields of the record lines; items that
+errored are left out, never counted as wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy.stats import binomtest, norm
+
+from servediff.compare.study import PairResult, Study
+from servediff.record import Item, Run
+
+SUBJECT_KEYS = ("subject", "category")  # where a suite's items name their MMLU subject
+
+
+def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for k successes in n trials (Wilson 1927)."""
+    if n == 0:
+        return (float("nan"), float("nan"))
+    z = float(norm.ppf(0.5 + level / 2))
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def mcnemar_exact(a_only: int, b_only: int) -> float:
+    """Two-sided exact McNemar p-value: a binomial test on the discordant pairs."""
+    n = a_only + b_only
+    return 1.0 if n == 0 else float(binomtest(a_only, n, 0.5).pvalue)
+
+
+def scored(run: Run) -> dict[str, Item]:
+    return {i: it for i, it in run.items.items() if it.error is None and it.correct is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class Accuracy:
+    suite: str
+    label: str
+    correct: int
+    n: int
+    low: float
+    high: float
+
+    @property
+    def value(self) -> float:
+        return self.correct / self.n if self.n else float("nan")
+
+
+def accuracies(study: Study) -> list[Accuracy]:
+    out = []
+    for c in study.configurations:
+        s = scored(c.runs[0])
+        if s:
+            k = sum(1 for it in s.values() if it.correct)
+            out.append(Accuracy(c.suite, c.label, k, len(s), *wilson(k, len(s))))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Changed:
+    """A scored item right under one configuration and wrong under the other."""
+
+    suite: str
+    a: str
+    b: str
+    item_id: str
+    subject: str | None
+    gold: str | None
+    a_answer: str | None
+    b_answer: str | None
+    a_correct: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Paired:
+    suite: str
+    a: str
+    b: str
+    n: int  # items scored under both
+    a_only: int  # right under A, wrong under B
+    b_only: int
+    p_value: float
+    changed: tuple[Changed, ...]
+
+
+def subject(item: Item) -> str | None:
+    for key in SUBJECT_KEYS:
+        value = item.metadata.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def paired(p: PairResult) -> Paired | None:
+    sa, sb = scored(p.a_run), scored(p.b_run)
+    both = [i for i in p.a_run.header.suite.item_ids if i in sa and i in sb]
+    if not both:
+        return None
+    changed = tuple(
+        Changed(
+            p.suite, p.a, p.b, i, subject(sa[i]), sa[i].gold, sa[i].answer, sb[i].answer, bool(sa[i].correct)
+        )
+        for i in both
+        if sa[i].correct != sb[i].correct
+    )
+    a_only = sum(1 for c in changed if c.a_correct)
+    b_only = len(changed) - a_only
+    return Paired(p.suite, p.a, p.b, len(both), a_only, b_only, mcnemar_exact(a_only, b_only), changed)
+
+
+def paired_all(study: Study) -> list[Paired]:
+    return [x for x in map(paired, study.pairs) if x is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectAgreement:
+    subject: str
+    n: int
+    same_answer: int  # both configurations extracted the same answer
+    a_correct: int
+    b_correct: int
+
+
+def subject_agreement(p: PairResult) -> list[SubjectAgreement]:
+    """Per subject: how often A and B gave the same extracted answer (items scored under both)."""
+    sa, sb = scored(p.a_run), scored(p.b_run)
+    rows: dict[str, list[int]] = {}
+    for i in p.a_run.header.suite.item_ids:
+        if i not in sa or i not in sb or (name := subject(sa[i])) is None:
+            continue
+        r = rows.setdefault(name, [0, 0, 0, 0])
+        r[0] += 1
+        r[1] += sa[i].answer == sb[i].answer
+        r[2] += bool(sa[i].correct)
+        r[3] += bool(sb[i].correct)
+    return [SubjectAgreement(name, *r) for name, r in sorted(rows.items())]
+
+
+@dataclass(frozen=True, slots=True)
+class Matrix:
+    suite: str
+    labels: tuple[str, ...]
+    identical: tuple[tuple[float, ...], ...]  # share of byte-identical completions; diagonal: control
+
+
+def agreement_matrices(study: Study, minimum: int = 3) -> list[Matrix]:
+    out = []
+    for suite in study.suites:
+        labels = tuple(c.label for c in study.configurations if c.suite == suite)
+        if len(labels) < minimum:
+            continue
+        share = {
+            (p.a, p.b): (p.identical / p.total if p.total else math.nan)
+            for p in [*study.pairs, *study.controls]
+            if p.suite == suite
+        }
+        cells = tuple(tuple(share.get((a, b), share.get((b, a), math.nan)) for b in labels) for a in labels)
+        out.append(Matrix(suite, labels, cells))
+    return out
+
+
+def scored_suites(study: Study) -> Sequence[str]:
+    return [s for s in study.suites if any(a.suite == s for a in accuracies(study))]
