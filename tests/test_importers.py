@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from servediff.cli import main
+from servediff.compare import quality
 from servediff.compare.study import Study, build_study
 from servediff.record import read_run
 from servediff.report import evidence, scores
@@ -71,6 +72,9 @@ def fingerprint(study: Study) -> dict[str, object]:
             for q in scores.paired_all(study)
         ],
         "survival": [(s.durations, s.events) for s in evidence.survivals(study.pairs)],
+        "quality": repr(
+            quality.quality(study)
+        ),  # Wilson, McNemar, Newcombe, power: as the reports state them
     }
 
 
@@ -88,7 +92,7 @@ def native_from_lm_eval(path: Path, label: str, out: Path) -> Path:
         for r in rows
         if r["filter"] == "strict-match"
     ]
-    return write_run(out, label, lines)
+    return write_run(out, label, lines, suite="lm-eval/gsm8k")
 
 
 def test_lm_eval_import_gives_the_native_study(tmp_path: Path) -> None:
@@ -172,7 +176,16 @@ def native_from_inspect(path: Path, label: str, folder: Path) -> list[Path]:
                     correct=score["value"] == "C",
                 )
             )
-        out.append(write_run(folder / f"{label}-{epoch}.jsonl", label, lines, repeat=epoch, top_logprobs=2))
+        out.append(
+            write_run(
+                folder / f"{label}-{epoch}.jsonl",
+                label,
+                lines,
+                repeat=epoch,
+                top_logprobs=2,
+                suite="inspect/gsm8k",
+            )
+        )
     return out
 
 

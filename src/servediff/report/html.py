@@ -269,6 +269,8 @@ def quality(study: Study) -> list[str]:
                 "right only under A",
                 "right only under B",
                 "exact McNemar p",
+                "Δ accuracy B − A [Newcombe 95 %]",
+                f"verdict at a {study.margin:.1%} margin",
             ],
             [
                 [
@@ -279,6 +281,8 @@ def quality(study: Study) -> list[str]:
                     str(q.a_only),
                     str(q.b_only),
                     f"{q.p_value:.3g}",
+                    f"{q.delta:+.1%} [{q.delta_low:+.1%}, {q.delta_high:+.1%}]",
+                    esc(q.verdict),
                 ]
                 for q in pairs
             ],

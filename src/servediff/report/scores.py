@@ -2,11 +2,12 @@
 
     servediff report runs/*.jsonl --html report.html
 
-Accuracy per configuration with a Wilson 95 % interval, the items whose correctness changed
-between two configurations (with the exact McNemar test on them), answer agreement per MMLU
-subject, and the matrix of byte-identical shares for three or more configurations. Every
-number comes from the ``answer``/``gold``/``correct`` fields of the record lines; items that
-errored are left out, never counted as wrong.
+Accuracy per configuration with a Wilson 95 % interval and, per pair, the exact McNemar test
+and Newcombe's paired interval (both from ``compare.quality``, so the HTML and Markdown reports
+state the same numbers); here are added the items whose correctness changed, answer agreement
+per MMLU subject, and the matrix of byte-identical shares for three or more configurations.
+Every number comes from the ``answer``/``gold``/``correct`` fields of the record lines; items
+that errored are left out, never counted as wrong.
 """
 
 from __future__ import annotations
@@ -15,29 +16,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy.stats import binomtest, norm
-
+from servediff.compare import quality
 from servediff.compare.study import PairResult, Study
 from servediff.record import Item, Run
 
+MARGIN = 0.01  # non-inferiority margin, as compare's default
 SUBJECT_KEYS = ("subject", "category")  # where a suite's items name their MMLU subject
-
-
-def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for k successes in n trials (Wilson 1927)."""
-    if n == 0:
-        return (float("nan"), float("nan"))
-    z = float(norm.ppf(0.5 + level / 2))
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
-def mcnemar_exact(a_only: int, b_only: int) -> float:
-    """Two-sided exact McNemar p-value: a binomial test on the discordant pairs."""
-    n = a_only + b_only
-    return 1.0 if n == 0 else float(binomtest(a_only, n, 0.5).pvalue)
 
 
 def scored(run: Run) -> dict[str, Item]:
@@ -59,12 +43,12 @@ class Accuracy:
 
 
 def accuracies(study: Study) -> list[Accuracy]:
+    """The first run of each scored configuration."""
     out = []
     for c in study.configurations:
-        s = scored(c.runs[0])
-        if s:
-            k = sum(1 for it in s.values() if it.correct)
-            out.append(Accuracy(c.suite, c.label, k, len(s), *wilson(k, len(s))))
+        if quality.is_scored(c.runs[0]):
+            a = quality.accuracy(c.runs[0])
+            out.append(Accuracy(c.suite, c.label, a.correct, a.n, a.ci.low, a.ci.high))
     return out
 
 
@@ -91,7 +75,11 @@ class Paired:
     n: int  # items scored under both
     a_only: int  # right under A, wrong under B
     b_only: int
-    p_value: float
+    p_value: float  # exact McNemar
+    delta: float  # accuracy(B) - accuracy(A)
+    delta_low: float  # Newcombe 95 %
+    delta_high: float
+    verdict: str  # at the study's non-inferiority margin
     changed: tuple[Changed, ...]
 
 
@@ -103,7 +91,7 @@ def subject(item: Item) -> str | None:
     return None
 
 
-def paired(p: PairResult) -> Paired | None:
+def paired(p: PairResult, margin: float = MARGIN) -> Paired | None:
     sa, sb = scored(p.a_run), scored(p.b_run)
     both = [i for i in p.a_run.header.suite.item_ids if i in sa and i in sb]
     if not both:
@@ -115,13 +103,26 @@ def paired(p: PairResult) -> Paired | None:
         for i in both
         if sa[i].correct != sb[i].correct
     )
-    a_only = sum(1 for c in changed if c.a_correct)
-    b_only = len(changed) - a_only
-    return Paired(p.suite, p.a, p.b, len(both), a_only, b_only, mcnemar_exact(a_only, b_only), changed)
+    q = quality.compare_scored(p, margin)
+    t = q.table
+    return Paired(
+        p.suite,
+        p.a,
+        p.b,
+        t.n,
+        t.b,
+        t.c,
+        q.p_mcnemar,
+        t.delta,
+        q.delta_ci.low,
+        q.delta_ci.high,
+        q.verdict,
+        changed,
+    )
 
 
 def paired_all(study: Study) -> list[Paired]:
-    return [x for x in map(paired, study.pairs) if x is not None]
+    return [x for x in (paired(p, study.margin) for p in study.pairs) if x is not None]
 
 
 @dataclass(frozen=True, slots=True)
