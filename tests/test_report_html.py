@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 from scipy.stats import gamma
 
@@ -51,7 +50,10 @@ def test_divergence_view_splits_at_the_first_differing_token(study_files: list[P
     assert (v.item_id, v.token_index, v.prefix, v.a_first) == ("q1", 3, "The answer is", " 4")
     assert v.b_first == " " + SCRIPT and v.a_rest == "."
     assert v.gap == pytest.approx(0.31 - 0.12)  # tuned's token is stock's runner-up
-    assert evidence.recorded_gap(v.a_top, " 4", "not in the top-k") is None
+    assert v.klass == "rank change"  # 0.19 nats is above the default 0.1 threshold
+    assert v.a_source == v.b_source == "recorded during the run"
+    wider = evidence.views(pair, threshold=0.2)[0]
+    assert wider.klass == "near-tie flip"
 
 
 def test_kaplan_meier_and_hazard_by_hand() -> None:
@@ -61,13 +63,12 @@ def test_kaplan_meier_and_hazard_by_hand() -> None:
     assert xs.tolist() == [0, 3, 6, 9]
     assert ys.tolist() == pytest.approx([1, 3 / 4, 3 / 8, 0])
     assert s.exposure == 3 + 5 + 6 + 9
-    h = evidence.hazard(s.n_events, s.exposure)
-    assert h.rate == pytest.approx(3 / 23)
+    h = evidence.hazard(s)
+    assert h is not None and h.rate == pytest.approx(3 / 23)
     # Exact Poisson limits through the gamma distribution (Garwood 1936), another route.
-    assert h.low == pytest.approx(gamma.ppf(0.025, 3) / 23)
-    assert h.high == pytest.approx(gamma.ppf(0.975, 4) / 23)
-    assert evidence.hazard(0, 100).low == 0.0
-    assert np.isnan(evidence.hazard(0, 0).rate)
+    assert h.lower == pytest.approx(gamma.ppf(0.025, 3) / 23)
+    assert h.upper == pytest.approx(gamma.ppf(0.975, 4) / 23)
+    assert evidence.hazard(evidence.Survival("none", (), (), 2)) is None
 
 
 def test_quality_numbers_from_records(study_files: list[Path]) -> None:

@@ -219,6 +219,8 @@ def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--md", type=Path, help="write the Markdown report here")
     p.add_argument("--force", action="store_true", help="compare even if prompts/sampling/model differ")
     p.add_argument("--title", default="servediff report")
+    p.add_argument("--margin", type=float, default=0.01, help="non-inferiority margin (as compare)")
+    p.add_argument("--near-tie", type=float, default=0.1, help="near-tie threshold in nats (as compare)")
     p.set_defaults(func=cmd_report)
 
 
@@ -514,11 +516,17 @@ def _header_knobs(run: Run) -> LlamaKnobs:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from servediff.compare.probe import is_probe_record, read_probes
     from servediff.compare.study import build_study
     from servediff.record import read_run
     from servediff.report import html, markdown
 
-    study = build_study([read_run(p) for p in args.runs], force=args.force)
+    if not 0 < args.margin < 1:
+        raise UsageError("--margin is a fraction of items, e.g. 0.01 for 1 pp")
+    # The same study compare builds: runs, probe records beside them, the two thresholds.
+    study = build_study([read_run(p) for p in args.runs if not is_probe_record(p)], force=args.force)
+    study.probes = [read_probes(p) for p in args.runs if is_probe_record(p)]
+    study.near_tie, study.margin = args.near_tie, args.margin
     if not (args.html or args.md):
         print(markdown.render(study, title=args.title))
         return 0

@@ -1,10 +1,12 @@
-"""What the HTML report shows about divergences, computed from a Study (records only).
+"""What the HTML report shows about divergences, computed from a Study (records and probes only).
 
-    servediff report runs/*.jsonl --html report.html
+    servediff report runs/*.jsonl probes.jsonl --html report.html
 
 Pure functions: the side-by-side view of each divergence (common prefix, the first differing
-token, both continuations, the top-k logprobs recorded at that position), and the survival of
-"tokens until first divergence" per configuration pair with a constant-hazard fit.
+token, both continuations) joined with ``compare.mechanism``'s explanation of it (each side's
+top-k there, the gap, the class and which computation produced the numbers), and the survival
+of "tokens until first divergence" per configuration pair (Kaplan–Meier) beside the constant
+hazard of ``compare.hazard``, so the HTML and Markdown reports state the same rate.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import chi2
 
+from servediff.compare import hazard as hz
 from servediff.compare.divergence import Divergence
+from servediff.compare.mechanism import DEFAULT_THRESHOLD, Explanation, ProbeSet, measure_pair
 from servediff.compare.study import PairResult
 from servediff.record import Item
 
@@ -34,35 +37,20 @@ class DivergenceView:
     a_rest: str
     b_first: str
     b_rest: str
-    a_top: TopK  # A's top-k at the divergence, as recorded during the run (empty when not requested)
+    a_top: TopK  # A's top-k at the divergence (recorded during the run, else a probe's)
     b_top: TopK
-    gap: float | None  # logprob(A's token) - logprob(B's token), both under A's recorded top-k
-    klass: str | None  # near-tie / rank change / unexplained, when a classification exists
-    gap_source: str  # which computation produced the gap
+    gap: float | None  # A's top-1 − top-2 logprob there, in nats
+    klass: str | None  # near-tie flip / rank change / unexplained
+    a_source: str  # which computation produced A's numbers ("recorded during the run", "probe: …")
+    b_source: str
+    note: str = ""
 
 
 def _tokens_match_text(item: Item) -> bool:
     return item.tokens is not None and "".join(item.tokens) == item.text
 
 
-def _top_at(item: Item, t: int | None) -> TopK:
-    if t is None or item.logprobs is None or t >= len(item.logprobs):
-        return ()
-    return tuple((str(tok), float(lp)) for tok, lp in item.logprobs[t][2])
-
-
-def recorded_gap(a_top: TopK, a_token: str, b_token: str) -> float | None:
-    """Gap in nats between A's chosen token and B's token, under A's distribution at that step.
-
-    None when either token is missing from A's recorded top-k (then the gap is not observed,
-    only bounded below by the spread of the top-k)."""
-    lp = dict(a_top)
-    if a_token in lp and b_token in lp:
-        return lp[a_token] - lp[b_token]
-    return None
-
-
-def view(d: Divergence, a: Item, b: Item, klass: str | None = None) -> DivergenceView:
+def view(d: Divergence, a: Item, b: Item, e: Explanation | None) -> DivergenceView:
     t = d.token_index
     if (
         t is not None
@@ -79,7 +67,7 @@ def view(d: Divergence, a: Item, b: Item, klass: str | None = None) -> Divergenc
         c = d.char_index
         prefix, a_first, b_first = a.text[:c], a.text[c : c + 1], b.text[c : c + 1]
         a_rest, b_rest = a.text[c + 1 :], b.text[c + 1 :]
-    a_top, b_top = _top_at(a, t), _top_at(b, t)
+    ea, eb = (e.a, e.b) if e is not None else (None, None)
     return DivergenceView(
         item_id=d.item_id,
         char_index=d.char_index,
@@ -89,16 +77,23 @@ def view(d: Divergence, a: Item, b: Item, klass: str | None = None) -> Divergenc
         a_rest=a_rest,
         b_first=b_first,
         b_rest=b_rest,
-        a_top=a_top,
-        b_top=b_top,
-        gap=recorded_gap(a_top, a_first, b_first),
-        klass=klass,
-        gap_source="logprobs recorded during A's run" if a_top else "no logprobs recorded",
+        a_top=ea.top if ea else (),
+        b_top=eb.top if eb else (),
+        gap=ea.gap if ea else None,
+        klass=e.cls if e else None,
+        a_source=ea.source if ea else "no logprobs recorded or probed",
+        b_source=eb.source if eb else "no logprobs recorded or probed",
+        note=e.note if e else "",
     )
 
 
-def views(p: PairResult) -> list[DivergenceView]:
-    return [view(d, p.a_run.items[d.item_id], p.b_run.items[d.item_id]) for d in p.divergences]
+def views(
+    p: PairResult, probes: Sequence[ProbeSet] = (), threshold: float = DEFAULT_THRESHOLD
+) -> list[DivergenceView]:
+    why = {e.point.item_id: e for e in measure_pair(p, probes, threshold).explanations}
+    return [
+        view(d, p.a_run.items[d.item_id], p.b_run.items[d.item_id], why.get(d.item_id)) for d in p.divergences
+    ]
 
 
 # --- survival of "tokens until first divergence" -------------------------------------------
@@ -170,24 +165,9 @@ def kaplan_meier(s: Survival) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(xs), np.asarray(ys)
 
 
-@dataclass(frozen=True, slots=True)
-class Hazard:
-    """Constant per-token divergence hazard: events / exposure, exact Poisson 95 % interval."""
-
-    rate: float
-    low: float
-    high: float
-    events: int
-    exposure: int
-
-
-def hazard(events: int, exposure: int, level: float = 0.95) -> Hazard:
-    if exposure <= 0:
-        return Hazard(float("nan"), float("nan"), float("nan"), events, exposure)
-    alpha = 1.0 - level
-    low = 0.0 if events == 0 else float(chi2.ppf(alpha / 2, 2 * events)) / (2 * exposure)
-    high = float(chi2.ppf(1 - alpha / 2, 2 * events + 2)) / (2 * exposure)
-    return Hazard(events / exposure, low, high, events, exposure)
+def hazard(s: Survival) -> hz.Hazard | None:
+    """The constant per-token hazard (exact Poisson interval) of ``compare.hazard``."""
+    return hz.estimate(s.n_events, s.exposure) if s.exposure > 0 else None
 
 
 def survivals(pairs: Sequence[PairResult]) -> list[Survival]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib import rc_context
@@ -23,6 +23,7 @@ from servediff.report.evidence import Survival, hazard, kaplan_meier
 from servediff.report.scores import Accuracy, Matrix, SubjectAgreement
 
 WIDTH = 7.0  # inches; the page scales the SVG to its column
+CLASS_COLORS = {"near-tie flip": "#66bb6a", "rank change": "#ffa726", "unexplained": "#ef5350"}
 
 
 def plain(text: str) -> str:
@@ -50,8 +51,8 @@ def survival_svg(curves: Sequence[Survival]) -> str:
         xs_full = np.append(xs, horizon)
         ys_full = np.append(ys, ys[-1])
         ax.step(xs_full, ys_full, where="post", color=color, label=plain(f"{s.label} (Kaplan–Meier)"))
-        h = hazard(s.n_events, s.exposure)
-        if not math.isnan(h.rate):
+        h = hazard(s)
+        if h is not None:
             grid = np.linspace(0, horizon, 200)
             ax.plot(
                 grid,
@@ -59,9 +60,9 @@ def survival_svg(curves: Sequence[Survival]) -> str:
                 color=color,
                 linestyle="--",
                 linewidth=1,
-                label=plain(f"constant hazard {h.rate:.2g}/token [{h.low:.2g}, {h.high:.2g}]"),
+                label=plain(f"constant hazard {h.rate:.2g}/token [{h.lower:.2g}, {h.upper:.2g}]"),
             )
-            ax.fill_between(grid, np.exp(-h.high * grid), np.exp(-h.low * grid), color=color, alpha=0.12)
+            ax.fill_between(grid, np.exp(-h.upper * grid), np.exp(-h.lower * grid), color=color, alpha=0.12)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("tokens generated")
     ax.set_ylabel("share of items still identical")
@@ -72,17 +73,25 @@ def survival_svg(curves: Sequence[Survival]) -> str:
     return to_svg(fig, "survival")
 
 
-def gap_histogram_svg(gaps: Sequence[float], threshold: float | None = None) -> str:
+def gap_histogram_svg(gaps: Mapping[str, Sequence[float]], threshold: float | None = None) -> str:
+    """Stacked by class: near-tie flips sit left of the threshold by definition."""
     fig = Figure(figsize=(WIDTH, 3.0))
     ax = fig.subplots()
-    values = np.asarray(gaps, dtype=float)
-    top = max(float(values.max()), 0.05) if values.size else 1.0
-    bins = [float(x) for x in np.linspace(0.0, top * 1.05, min(30, max(5, values.size)) + 1)]
-    ax.hist(values, bins=bins, color="C0", edgecolor="white")
+    every = [g for values in gaps.values() for g in values]
+    top = max(max(every), (threshold or 0) * 1.5, 0.05) if every else 1.0
+    bins = [float(x) for x in np.linspace(0.0, top * 1.05, min(30, max(5, len(every))) + 1)]
+    names = [k for k in gaps if gaps[k]]
+    colors = [CLASS_COLORS.get(k, "C7") for k in names]
+    ax.hist(
+        [list(gaps[k]) for k in names], bins=bins, stacked=True, color=colors, label=[plain(k) for k in names]
+    )
     if threshold is not None:
-        ax.axvline(threshold, color="C3", linestyle="--", label=f"near-tie threshold {threshold:.3g} nats")
-        ax.legend(fontsize=8)
-    ax.set_xlabel("logprob gap at the first differing token (nats)")
+        ax.axvline(
+            threshold, color="black", linestyle="--", linewidth=1, label=f"near-tie threshold {threshold:.3g}"
+        )
+    ax.legend(fontsize=8)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("A's top-1 − top-2 logprob gap at the first differing token (nats)")
     ax.set_ylabel("divergences")
     ax.grid(alpha=0.3)
     return to_svg(fig, "gaps")

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import html
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 
+from servediff.compare import hazard as hz
 from servediff.compare.study import PairResult, Study
 from servediff.report import evidence, figures, markup, scores
 from servediff.report.experiment import load_sweep, verification
@@ -37,7 +39,7 @@ pre{white-space:pre-wrap;word-break:break-word;margin:.3em 0;background:#fafafa;
 mark.first{background:#ffd54f;outline:1px solid #e0a800;border-radius:2px}
 .a mark.first{background:#90caf9;outline-color:#1e88e5}
 .badge{display:inline-block;padding:0 .45em;border-radius:9px;background:#eee;font-size:.8em;margin-left:.4em}
-.badge.near-tie{background:#c8e6c9}.badge.rank-change{background:#ffe0b2}.badge.unexplained{background:#ffcdd2}
+.badge.near-tie-flip{background:#c8e6c9}.badge.rank-change{background:#ffe0b2}.badge.unexplained{background:#ffcdd2}
 figure.plot{margin:1em 0}figure.plot svg{max-width:100%;height:auto}figcaption{font-size:.85em;color:#555}
 .warn{background:#fff3cd;border:1px solid #ffe08a;padding:.4em .7em;border-radius:4px}
 .muted{color:#666;font-size:.9em}
@@ -74,9 +76,13 @@ def summary(study: Study) -> list[str]:
             "cannot be told apart from run-to-run noise.</li>"
         )
     for p in study.pairs:
+        classes = Counter(v.klass or "unclassified" for v in evidence.views(p, study.probes, study.near_tie))
+        why = ", ".join(f"{n} {esc(k)}" for k, n in classes.most_common())
         out.append(
             f"<li><code>{esc(p.a)}</code> vs <code>{esc(p.b)}</code> ({esc(p.suite)}): "
-            f"<b>{ratio(p.identical, p.total)}</b> byte-identical.</li>"
+            f"<b>{ratio(p.identical, p.total)}</b> byte-identical"
+            + (f"; divergences: {why}" if why else "")
+            + ".</li>"
         )
     for q in scores.paired_all(study):
         out.append(
@@ -162,72 +168,75 @@ def _comparisons(study: Study) -> list[PairResult]:
     return [*study.controls, *study.pairs]
 
 
-def divergence_plots(study: Study) -> list[str]:
-    out = ["<h2 id='plots'>Where and how the completions part</h2>"]
+def _hazard_cell(h: hz.Hazard | None) -> str:
+    if h is None:
+        return "n/a"
+    rate, low, high = h.per_1000()
+    if h.upper_bound_only:
+        return f"&lt; {high:.3g} (no divergence; one-sided 95 %)"
+    return f"{rate:.3g} [{low:.3g}, {high:.3g}]"
+
+
+def survival_block(study: Study) -> list[str]:
     curves = evidence.survivals(study.pairs)
-    if curves:
-        rows = []
-        for s in curves:
-            h = evidence.hazard(s.n_events, s.exposure)
-            rows.append(
-                [
-                    esc(s.label),
-                    str(len(s.durations)),
-                    str(s.n_events),
-                    str(s.exposure),
-                    f"{h.rate:.3g} [{h.low:.3g}, {h.high:.3g}]",
-                    str(s.missing),
-                ]
-            )
-        out.append(
-            plot(
-                "survival",
-                figures.survival_svg(curves),
-                "Share of items whose completions are still identical after x generated tokens, per "
-                "configuration pair (Kaplan–Meier; identical items are censored at their length), with "
-                "the constant-hazard fit exp(−λx) and its exact Poisson 95 % band.",
-            )
-        )
-        out.append(
-            table(
-                [
-                    "pair",
-                    "items",
-                    "divergences",
-                    "tokens at risk",
-                    "hazard per token [95 % CI]",
-                    "left out (no token data)",
-                ],
-                rows,
-            )
-        )
-    else:
-        out.append("<p class='muted'>No survival curve: no pair of configurations has token data.</p>")
-    gaps = [v.gap for p in study.pairs for v in evidence.views(p) if v.gap is not None]
-    if gaps:
-        out.append(
-            plot(
-                "gaps",
-                figures.gap_histogram_svg(gaps),
-                f"Logprob gap between the two configurations' tokens at the first difference, under the "
-                f"reference's recorded top-k ({len(gaps)} divergences where both tokens were in it).",
-            )
-        )
-    else:
-        out.append(
-            "<p class='muted'>No gap histogram: no divergence has both tokens in a recorded "
-            "top-k (run with <code>--top-logprobs 5</code> to record them).</p>"
-        )
+    if not curves:
+        return ["<p class='muted'>No survival curve: no pair of configurations has token data.</p>"]
+    rows = []
+    for s in curves:
+        h = evidence.hazard(s)
+        p300 = "n/a" if h is None else f"{h.p_within(300)[0]:.1%}"
+        counts = [str(len(s.durations)), str(s.n_events), f"{s.exposure:,}"]
+        rows.append([esc(s.label), *counts, _hazard_cell(h), p300, str(s.missing)])
+    caption = (
+        "Share of items whose completions are still identical after x generated tokens, per configuration "
+        "pair (Kaplan–Meier; identical items are censored at their length), with the constant-hazard fit "
+        "exp(−λx) and its exact Poisson 95 % band."
+    )
+    head = [
+        "pair",
+        "items",
+        "divergences",
+        "tokens at risk",
+        "hazard per 1,000 tokens [95 % CI]",
+        "P(a 300-token completion diverges)",
+        "left out (no token data)",
+    ]
+    return [plot("survival", figures.survival_svg(curves), caption), table(head, rows)]
+
+
+def gap_block(study: Study) -> list[str]:
+    by_class: dict[str, list[float]] = {}
+    for p in study.pairs:
+        for v in evidence.views(p, study.probes, study.near_tie):
+            if v.gap is not None:
+                by_class.setdefault(v.klass or "unclassified", []).append(v.gap)
+    n = sum(map(len, by_class.values()))
+    if not n:
+        return [
+            "<p class='muted'>No gap histogram: no divergence has logprobs recorded or probed at the "
+            "first differing token (run with <code>--top-logprobs 5</code>, or "
+            "<code>servediff probe</code>).</p>"
+        ]
+    caption = (
+        f"A's top-1 − top-2 logprob gap at the first differing token, by class ({n} divergences with "
+        f"logprobs; threshold {study.near_tie:g} nats). Where each number comes from is given with its "
+        "divergence below."
+    )
+    return [plot("gaps", figures.gap_histogram_svg(by_class, study.near_tie), esc(caption))]
+
+
+def divergence_plots(study: Study) -> list[str]:
+    out = [
+        "<h2 id='plots'>Where and how the completions part</h2>",
+        *survival_block(study),
+        *gap_block(study),
+    ]
     for m in scores.agreement_matrices(study):
-        out.append(
-            plot(
-                f"matrix-{m.suite}",
-                figures.agreement_matrix_svg(m),
-                "Share of byte-identical completions for every pair of configurations; the "
-                "diagonal is the control (a configuration against its own repeat), blank where "
-                "there was none.",
-            )
+        caption = (
+            "Share of byte-identical completions for every pair of configurations; the diagonal is the "
+            "control (a configuration against its own repeat), blank where there was none."
         )
+        out.append(plot(f"matrix-{m.suite}", figures.agreement_matrix_svg(m), caption))
     return out
 
 
@@ -340,24 +349,25 @@ def _topk(top: evidence.TopK, a_tok: str, b_tok: str) -> str:
 def divergence_view(p: PairResult, v: evidence.DivergenceView) -> str:
     klass = v.klass or "unclassified"
     tok = "n/a" if v.token_index is None else str(v.token_index)
-    gap = "not observed" if v.gap is None else f"{v.gap:.4f} nats"
+    gap = "not observed" if v.gap is None else f"{v.gap:.4f} nats (A's top-1 − top-2)"
     sides = []
-    for side, label, first, rest, top in (
-        ("a", p.a, v.a_first, v.a_rest, v.a_top),
-        ("b", p.b, v.b_first, v.b_rest, v.b_top),
+    for side, label, first, rest, top, source in (
+        ("a", p.a, v.a_first, v.a_rest, v.a_top, v.a_source),
+        ("b", p.b, v.b_first, v.b_rest, v.b_top, v.b_source),
     ):
         sides.append(
             f"<div class='{side}'><b>{side.upper()}: <code>{esc(label)}</code></b>"
             f"<pre><mark class='first'>{esc(first)}</mark>{esc(rest)}</pre>"
-            f"<div class='muted'>top-k at token {tok}, as recorded during this run</div>"
+            f"<div class='muted'>top-k at token {tok}: {esc(source)}</div>"
             f"{_topk(top, v.a_first, v.b_first)}</div>"
         )
+    note = f"<div class='muted'>{esc(v.note)}</div>" if v.note else ""
     return (
         f"<article class='divergence' data-item='{esc(v.item_id)}'>"
         f"<h4>item {esc(v.item_id)} "
         f"<span class='badge {esc(klass.replace(' ', '-'))}'>{esc(klass)}</span></h4>"
         f"<div class='muted'>first difference at character {v.char_index}, token {tok}: "
-        f"{token(v.a_first)} vs {token(v.b_first)}; gap {esc(gap)}</div>"
+        f"{token(v.a_first)} vs {token(v.b_first)}; gap {esc(gap)}</div>{note}"
         f"<details><summary>common prefix ({len(v.prefix)} characters)</summary><pre>{esc(v.prefix)}</pre>"
         f"</details><div class='sides'>{''.join(sides)}</div></article>"
     )
@@ -371,7 +381,7 @@ def divergences(study: Study) -> list[str]:
                 f"<h3><code>{esc(p.a)}</code> vs <code>{esc(p.b)}</code> ({esc(p.suite)}, "
                 f"{esc(p.kind)}): {len(p.divergences)} of {p.total}</h3>"
             )
-            out += [divergence_view(p, v) for v in evidence.views(p)]
+            out += [divergence_view(p, v) for v in evidence.views(p, study.probes, study.near_tie)]
     if len(out) == 1:
         out.append("<p>None: every compared completion was byte-identical.</p>")
     return out
