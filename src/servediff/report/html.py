@@ -14,6 +14,7 @@ import html
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
+from importlib import resources
 
 from servediff.compare import hazard as hz
 from servediff.compare.study import PairResult, Study
@@ -25,25 +26,8 @@ Section = Callable[[Study], list[str]]
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
-CSS = """
-body{font:15px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;max-width:1180px;margin:2em auto;
-  padding:0 1em;color:#1d1d1f}
-h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
-table{border-collapse:collapse;margin:.6em 0;font-size:.9em}
-td,th{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
-th{background:#f5f5f7}code,pre,.tok{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.86em}
-pre{white-space:pre-wrap;word-break:break-word;margin:.3em 0;background:#fafafa;border:1px solid #eee;
-  padding:.5em;max-height:22em;overflow:auto}
-.divergence{border:1px solid #ccc;border-radius:6px;padding:.6em .9em;margin:1em 0}
-.divergence h4{margin:.1em 0 .4em}.sides{display:grid;grid-template-columns:1fr 1fr;gap:1em}
-mark.first{background:#ffd54f;outline:1px solid #e0a800;border-radius:2px}
-.a mark.first{background:#90caf9;outline-color:#1e88e5}
-.badge{display:inline-block;padding:0 .45em;border-radius:9px;background:#eee;font-size:.8em;margin-left:.4em}
-.badge.near-tie-flip{background:#c8e6c9}.badge.rank-change{background:#ffe0b2}.badge.unexplained{background:#ffcdd2}
-figure.plot{margin:1em 0}figure.plot svg{max-width:100%;height:auto}figcaption{font-size:.85em;color:#555}
-.warn{background:#fff3cd;border:1px solid #ffe08a;padding:.4em .7em;border-radius:4px}
-.muted{color:#666;font-size:.9em}
-"""
+# The page's only styling, read once; it is inlined so the file stays self-contained.
+CSS = (resources.files("servediff.report") / "style.css").read_text(encoding="utf-8")
 
 
 def esc(value: object) -> str:
@@ -240,75 +224,51 @@ def divergence_plots(study: Study) -> list[str]:
     return out
 
 
+def _accuracy_rows(acc: Sequence[scores.Accuracy]) -> list[list[str]]:
+    return [
+        [
+            esc(a.suite),
+            f"<code>{esc(a.label)}</code>",
+            f"{a.correct}/{a.n}",
+            f"{a.value:.1%} [{a.low:.1%}, {a.high:.1%}]",
+        ]
+        for a in acc
+    ]
+
+
+def _paired_rows(pairs: Sequence[scores.Paired]) -> list[list[str]]:
+    return [
+        [esc(q.suite), f"<code>{esc(q.a)}</code>", f"<code>{esc(q.b)}</code>", str(q.n), str(q.a_only),
+         str(q.b_only), f"{q.p_value:.3g}", f"{q.delta:+.1%} [{q.delta_low:+.1%}, {q.delta_high:+.1%}]",
+         esc(q.verdict)]
+        for q in pairs
+    ]  # fmt: skip
+
+
 def quality(study: Study) -> list[str]:
     acc = scores.accuracies(study)
     if not acc:
         return []
-    out = ["<h2 id='quality'>Does the configuration change quality?</h2>"]
-    out.append(
-        plot(
-            "accuracy",
-            figures.accuracy_svg(acc),
-            "Accuracy per configuration and benchmark; error bars are 95 % Wilson intervals. "
-            "Errored items are left out, never counted as wrong.",
-        )
-    )
-    out.append(
-        table(
-            ["suite", "configuration", "correct", "accuracy [95 % CI]"],
-            [
-                [
-                    esc(a.suite),
-                    f"<code>{esc(a.label)}</code>",
-                    f"{a.correct}/{a.n}",
-                    f"{a.value:.1%} [{a.low:.1%}, {a.high:.1%}]",
-                ]
-                for a in acc
-            ],
-        )
+    caption = (
+        "Accuracy per configuration and benchmark; error bars are 95 % Wilson intervals. Errored items are "
+        "left out, never counted as wrong."
     )
     pairs = scores.paired_all(study)
-    out.append(
-        table(
-            [
-                "suite",
-                "A",
-                "B",
-                "scored in both",
-                "right only under A",
-                "right only under B",
-                "exact McNemar p",
-                "Δ accuracy B − A [Newcombe 95 %]",
-                f"verdict at a {study.margin:.1%} margin",
-            ],
-            [
-                [
-                    esc(q.suite),
-                    f"<code>{esc(q.a)}</code>",
-                    f"<code>{esc(q.b)}</code>",
-                    str(q.n),
-                    str(q.a_only),
-                    str(q.b_only),
-                    f"{q.p_value:.3g}",
-                    f"{q.delta:+.1%} [{q.delta_low:+.1%}, {q.delta_high:+.1%}]",
-                    esc(q.verdict),
-                ]
-                for q in pairs
-            ],
-        )
-    )
+    head = ["suite", "A", "B", "scored in both", "right only under A", "right only under B",
+            "exact McNemar p", "Δ accuracy B − A [Newcombe 95 %]",
+            f"verdict at a {study.margin:.1%} margin"]  # fmt: skip
+    out = [
+        "<h2 id='quality'>Does the configuration change quality?</h2>",
+        plot("accuracy", figures.accuracy_svg(acc), caption),
+        table(["suite", "configuration", "correct", "accuracy [95 % CI]"], _accuracy_rows(acc)),
+        table(head, _paired_rows(pairs)),
+    ]
     for p in study.pairs:
         rows = scores.subject_agreement(p)
         if rows:
-            title = f"{p.suite}: {p.a} vs {p.b}"
-            out.append(
-                plot(
-                    f"subjects-{p.suite}-{p.a}-{p.b}",
-                    figures.subject_agreement_svg(rows, title),
-                    "Per subject: share of items where both configurations extracted the same "
-                    "answer (item counts in brackets).",
-                )
-            )
+            svg = figures.subject_agreement_svg(rows, f"{p.suite}: {p.a} vs {p.b}")
+            text = "Per subject: share of items where both configurations extracted the same answer."
+            out.append(plot(f"subjects-{p.suite}-{p.a}-{p.b}", svg, text))
     return [*out, *changed_items(pairs)]
 
 
