@@ -62,3 +62,10 @@ def test_config_file_and_errors(tmp_path: pytest.TempPathFactory) -> None:
         load_config_file(path)
     with pytest.raises(ValueError, match="unknown configuration"):
         resolve_config("nope")
+
+
+def test_prompt_lookup_with_a_prompt_longer_than_n_batch() -> None:
+    # llama-cpp-python sizes its all-positions logits buffer from logits_all, not from the draft
+    # model that forces it on: a prompt longer than n_batch used to overflow it.
+    out = generate(LlamaKnobs(prompt_lookup=4, n_batch=16, n_ubatch=16), max_tokens=8, k=2)
+    assert all(c.error is None and c.n_tokens for c in out.values()), [c.error for c in out.values()]

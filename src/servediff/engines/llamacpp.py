@@ -80,6 +80,9 @@ class LlamaCppEngine:
                 type_k=kv,
                 type_v=kv if k.flash_attn else None,
                 draft_model=draft,
+                # A draft model makes llama-cpp-python keep logits for every position, but it sizes
+                # that buffer from this argument: without it a prompt longer than n_batch overflows.
+                logits_all=draft is not None,
                 seed=seed,
                 verbose=False,
             )
