@@ -77,7 +77,8 @@ def method(study: Study) -> list[str]:
         "| configuration | engine | model | where | version | settings |",
         "|---|---|---|---|---|---|",
     ]
-    out += [_engine_line(c.runs[0]) for c in study.configurations]
+    # One row per configuration, not per (configuration, suite): a suite does not change the engine.
+    out += list(dict.fromkeys(_engine_line(c.runs[0]) for c in study.configurations))
     out.append("")
     for suite in study.suites:
         cfgs = [c for c in study.configurations if c.suite == suite]
