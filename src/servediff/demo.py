@@ -87,10 +87,14 @@ def run_demo(opts: DemoOptions) -> tuple[Study, Path]:
     runs = [run_config(suite, label, rep, CONFIGS[label], sampling, opts) for label, rep in SCHEDULE]
     if opts.mmlu_limit:
         mmlu = load_suite("mmlu", SuiteOptions(limit=opts.mmlu_limit, seed=0))
-        scored = SamplingParams(max_tokens=mmlu.max_tokens or opts.max_tokens)
+        scored = SamplingParams(max_tokens=mmlu.max_tokens or opts.max_tokens, top_logprobs=5)
         runs += [run_config(mmlu, label, 1, CONFIGS[label], scored, opts) for label in ("stock", "tuned")]
     study = build_study(runs)
+    # Probe stock vs tuned of every suite: it also measures positions the runs cannot record,
+    # such as the end-of-turn token where one side stopped and the other went on.
     study.probes = [probe_demo(runs[0], runs[2], opts)]
+    if opts.mmlu_limit:
+        study.probes.append(probe_demo(runs[3], runs[4], opts))
     report = opts.out / "report.md"
     wall = time.perf_counter() - t0
     report.write_text(
