@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from servediff.types import Sample
 
@@ -21,6 +22,7 @@ class Score:
 
 
 Scorer = Callable[[Sample, str], Score]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,3 +55,21 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def jsonl_rows(path: Path, what: str, parse: Callable[[Any], T | None]) -> list[T]:
+    """``parse`` applied to every non-blank line (None skips a row); a bad row names its line."""
+    rows: list[T] = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = parse(json.loads(line))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise ValueError(f"{path}:{lineno}: not {what}: {exc!r}") from exc
+            if row is not None:
+                rows.append(row)
+    if not rows:
+        raise ValueError(f"{path}: no items")
+    return rows

