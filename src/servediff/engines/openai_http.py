@@ -60,6 +60,8 @@ class HTTPEngine:
             self.base_url = self.base_url[: -len("/v1")]
         self.server_version: str | None = None
         self.model: str | None = options.model
+        # Tokenize endpoints still worth asking; one a server answers 404/405 is dropped.
+        self._tokenize_paths = ["/extras/tokenize", "/tokenize"]
         self._discover()
 
     # --- discovery: which model, which version -------------------------------------------
@@ -214,12 +216,16 @@ class HTTPEngine:
         Without token data a divergence has only a character index; retokenizing the text gives
         a token index too. It can split differently from generation, so it is marked as such.
         """
-        for path, body in (
-            ("/extras/tokenize", {"input": c.text}),  # llama-cpp-python
-            ("/tokenize", {"model": self.model, "prompt": c.text, "add_special_tokens": False}),
-        ):
+        for path in list(self._tokenize_paths):
+            if path == "/extras/tokenize":  # llama-cpp-python
+                body: dict[str, Any] = {"input": c.text}
+            else:  # vLLM, SGLang
+                body = {"model": self.model, "prompt": c.text, "add_special_tokens": False}
             try:
                 status, raw = await channel.post(f"{self.base_url}{path}", json.dumps(body).encode())
+                if status in (404, 405):
+                    # The server has no such endpoint: stop asking for it on every item.
+                    self._tokenize_paths.remove(path)
                 if status != 200:
                     continue
                 out = json.loads(raw)
