@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 from servediff import __version__
 
 if TYPE_CHECKING:
+    from servediff.compare.study import Study
     from servediff.engines import Engine
     from servediff.engines.hf_knobs import HFKnobs
     from servediff.engines.knobs import LlamaKnobs
+    from servediff.experiment import Outcome
     from servediff.record import Run
 
 EXAMPLES = """\
@@ -277,9 +279,12 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "demo",
         help="the whole study on embedded llama.cpp: stock, stock again, tuned → report.md",
-        description="Runs the built-in 20-prompt suite under stock (twice: the control) and tuned "
-        "(prompt-lookup speculative decoding + flash attention + prefix-cache reuse) on SmolLM2-135M "
-        "in-process, then writes OUT/report.md. Re-running resumes.",
+        description="The built-in embedded experiment: the 20-prompt suite and a 100-item "
+        "subject-stratified MMLU sample under stock (twice: the control) and tuned (prompt-lookup "
+        "speculative decoding + flash attention + prefix-cache reuse) on SmolLM2-135M in-process; then "
+        "every stock-vs-tuned divergence is probed under both configurations, and OUT/report.md, "
+        "report.html and summary.json are written. The same study as `servediff experiment "
+        "examples/embedded.toml`. Re-running resumes.",
     )
     p.add_argument("--out", type=Path, default=Path("servediff-demo"), help="output folder")
     p.add_argument("--max-tokens", type=int, default=300)
@@ -334,8 +339,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"servediff {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
-        _add_demo, _add_experiment, _add_run, _add_compare, _add_report, _add_probe, _add_stats,
-        _add_import, _add_export, _add_configs,
+        _add_demo,
+        _add_experiment,
+        _add_run,
+        _add_compare,
+        _add_report,
+        _add_probe,
+        _add_stats,
+        _add_import,
+        _add_export,
+        _add_configs,
     ):
         add(sub)
     return parser
@@ -591,24 +604,23 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from servediff.demo import DemoOptions, run_demo
+    import time
+
+    from servediff.experiment import run_experiment
+    from servediff.experiment.builtin import demo_experiment
     from servediff.report.markdown import summary
 
     if args.engine == "hf":
         return _hf_demo(args)
-    study, report = run_demo(
-        DemoOptions(
-            out=args.out,
-            max_tokens=args.max_tokens,
-            limit=args.limit,
-            mmlu_limit=args.mmlu_limit,
-            model=args.model_path,
-            progress=not args.no_progress,
-        )
+    exp = demo_experiment(
+        args.out,
+        max_tokens=args.max_tokens,
+        limit=args.limit,
+        mmlu_limit=args.mmlu_limit,
+        model_path=args.model_path,
     )
-    print("\n".join(summary(study)))
-    print(f"Full report: {report}")
-    return 0
+    t0 = time.perf_counter()
+    return _finish_experiment(run_experiment(exp, progress=not args.no_progress), t0, summary)
 
 
 def _hf_demo(args: argparse.Namespace) -> int:
@@ -650,15 +662,30 @@ def cmd_experiment(args: argparse.Namespace) -> int:
                 f"{slot.label}\t{slot.suite.name}\t#{slot.repeat}\tc={slot.concurrency}\t{state}\t{slot.path}"
             )
         return 0
-    outcome = run_experiment(exp, progress=not args.no_progress)
+    return _finish_experiment(run_experiment(exp, progress=not args.no_progress))
+
+
+def _finish_experiment(
+    outcome: Outcome, t0: float | None = None, summary: Callable[[Study], list[str]] | None = None
+) -> int:
+    """What both `experiment` and `demo` print at the end, and the exit code: 2 when items or
+    probes failed (recorded as errors; a re-run retries them), 1 when a claimed feature is
+    flagged as not engaged, else 0."""
+    import time
+
+    if summary is not None and outcome.study is not None:
+        print("\n".join(summary(outcome.study)))
+    took = f" in {time.perf_counter() - t0:.0f} s" if t0 is not None else ""
     print(
-        f"{len(outcome.ran)} run(s) made, {len(outcome.skipped)} already complete; report: {outcome.report}"
+        f"{len(outcome.ran)} run(s) made, {len(outcome.skipped)} already complete, "
+        f"{len(outcome.probed)} probe record(s) written{took}; report: {outcome.report}"
     )
     for line in outcome.flags:
         print(f"flag: {line}", file=sys.stderr)
-    if outcome.errors:
+    if outcome.errors or outcome.probe_errors:
         print(
-            f"error: {outcome.errors} item(s) failed and were recorded as errors; re-run to retry them",
+            f"error: {outcome.errors} item(s) and {outcome.probe_errors} probe(s) failed and were "
+            "recorded as errors; re-run to retry them",
             file=sys.stderr,
         )
         return 2
@@ -715,8 +742,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
             raise UsageError("need 0 <= --correct <= --n")
         w = stats.wilson(args.correct, args.n)
         acc = args.correct / args.n
-        out = {"accuracy": acc, "wilson_low": w.low, "wilson_high": w.high,
-               "clt_halfwidth": stats.clt_halfwidth(acc, args.n)}
+        out = {
+            "accuracy": acc,
+            "wilson_low": w.low,
+            "wilson_high": w.high,
+            "clt_halfwidth": stats.clt_halfwidth(acc, args.n),
+        }
     elif args.stat == "mcnemar":
         out = {"b": args.b, "c": args.c, "p_value": stats.mcnemar_exact(args.b, args.c)}
         if args.n is not None and args.a_correct is not None:
@@ -725,12 +756,21 @@ def cmd_stats(args: argparse.Namespace) -> int:
             if min(t.both, t.neither) < 0:
                 raise UsageError("inconsistent counts: need b <= --a-correct and b + c <= --n")
             ci = stats.paired_ci(t)
-            out |= {"n": t.n, "delta": t.delta, "delta_low": ci.low, "delta_high": ci.high,
-                    "margin": args.margin, "verdict": stats.verdict(ci, args.margin)}
+            out |= {
+                "n": t.n,
+                "delta": t.delta,
+                "delta_low": ci.low,
+                "delta_high": ci.high,
+                "margin": args.margin,
+                "verdict": stats.verdict(ci, args.margin),
+            }
     else:
-        out = {"delta": args.delta, "discordance": args.discordance,
-               "paired_items": stats.n_paired(args.delta, args.discordance, args.alpha, args.power),
-               "unpaired_items_per_arm": stats.n_unpaired(args.delta, args.p, args.alpha, args.power)}
+        out = {
+            "delta": args.delta,
+            "discordance": args.discordance,
+            "paired_items": stats.n_paired(args.delta, args.discordance, args.alpha, args.power),
+            "unpaired_items_per_arm": stats.n_unpaired(args.delta, args.p, args.alpha, args.power),
+        }
     if args.json:
         print(json.dumps(out, indent=2))
     else:

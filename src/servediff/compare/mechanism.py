@@ -16,6 +16,7 @@ Classes (threshold in nats, default 0.1):
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -348,7 +349,19 @@ class PairMechanism:
 def matching_probes(pair: PairResult, probes: Sequence[ProbeSet]) -> ProbeSet | None:
     ka = (pair.a_run.label, pair.a_run.header.repeat)
     kb = (pair.b_run.label, pair.b_run.header.repeat)
-    return next((p for p in probes if p.suite == pair.suite and (p.a, p.b) == (ka, kb)), None)
+    found = [p for p in probes if p.suite == pair.suite and (p.a, p.b) == (ka, kb)]
+    if len(found) <= 1:
+        return found[0] if found else None
+    # One record per side (an experiment probes each configuration while it is up): merged.
+    entries: dict[tuple[str, str], ProbeEntry] = {}
+    for p in found:
+        entries.update(p.entries)
+    return dataclasses.replace(
+        found[0],
+        path="; ".join(p.path for p in found),
+        template_source=next((p.template_source for p in found if p.template_source), None),
+        entries=entries,
+    )
 
 
 def measure_pair(

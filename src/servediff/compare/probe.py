@@ -13,7 +13,7 @@ reads beside the run records, so the report still renders from records only.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,9 @@ class ProbeHeader(_Model):
     engines: dict[str, dict[str, Any]]
     k: int
     template_source: str | None = None
+    # Which configurations this record measured: both, or one side when the two engines cannot
+    # be up together (an experiment probes each configuration while it is running).
+    sides: str = "ab"
 
 
 class ProbeLine(_Model):
@@ -138,27 +141,89 @@ def probe_pair(
 ) -> ProbeSet:
     """Probe every divergence of runs[0] vs runs[1] under both configurations; write ``out``.
 
-    The library entry point for code that holds two live engines (an experiment): ``probers``
-    are engines with a ``probe`` method (embedded llama.cpp, or a TemplateProber over HTTP).
+    ``probers`` are engines with a ``probe`` method (embedded llama.cpp, or a TemplateProber
+    over HTTP). With two live engines at once; see ``probe_side`` for one at a time.
     """
+    ids = identities or ({}, {})
+    return probe_sides(
+        runs, {"a": probers[0], "b": probers[1]}, out, k, {"a": ids[0], "b": ids[1]}, template_source
+    )
+
+
+def probe_sides(
+    runs: tuple[Run, Run],
+    probers: Mapping[str, Prober],
+    out: Path,
+    k: int = 5,
+    identities: Mapping[str, dict[str, Any]] | None = None,
+    template_source: str | None = None,
+    progress: bool = False,
+) -> ProbeSet:
+    """Probe the divergences of runs[0] vs runs[1] under the configurations in ``probers``
+    (keys "a" and/or "b"), and write them to ``out``. An experiment, which runs one engine at a
+    time, writes one record per side; ``compare`` merges the records of one pair."""
     a_run, b_run = runs
+    sides = "".join(side for side in "ab" if side in probers)
     header = ProbeHeader(
         tool_version=__version__,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         suite=a_run.header.suite.name,
         a=_ref(a_run),
         b=_ref(b_run),
-        engines={"a": (identities or ({}, {}))[0], "b": (identities or ({}, {}))[1]},
+        engines={side: dict((identities or {}).get(side, {})) for side in sides},
         k=k,
         template_source=template_source,
+        sides=sides,
     )
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as f:
+    tmp = out.with_name(out.name + ".partial")
+    with tmp.open("w", encoding="utf-8") as f:
         f.write(header.model_dump_json() + "\n")
-        for line in _lines(a_run, b_run, probers, k):
+        for line in _lines(a_run, b_run, probers, k, progress):
             f.write(line.model_dump_json() + "\n")
             f.flush()
+    # Written aside and renamed: an interrupted probe leaves no record that looks complete.
+    tmp.replace(out)
     return read_probes(out)
+
+
+def divergence_points(a_run: Run, b_run: Run) -> list[tuple[Point, Item, Item]]:
+    """The first differing token of every item both runs finished, where it has a position."""
+    out = []
+    for item_id in a_run.header.suite.item_ids:
+        ia, ib = a_run.items.get(item_id), b_run.items.get(item_id)
+        if ia is None or ib is None or ia.error or ib.error:
+            continue
+        p = first_token(item_id, ia, ib)
+        if p is not None and p.index is not None:
+            out.append((p, ia, ib))
+    return out
+
+
+def probes_complete(path: Path, runs: tuple[Run, Run], sides: str, k: int) -> bool:
+    """True when ``path`` probed exactly these runs (same fingerprints, as finished now) at this k,
+    on these sides, with an error-free line at every divergence: what resume may reuse."""
+    if not Path(path).is_file() or not is_probe_record(path):
+        return False
+    try:
+        head = ProbeHeader.model_validate_json(Path(path).read_text(encoding="utf-8").splitlines()[0])
+        done = read_probes(path)
+    except (ValidationError, RecordError, IndexError):
+        return False
+    # The fingerprint names a run; the path it was read from is not part of its identity.
+    if (head.a.fingerprint, head.b.fingerprint, head.k, head.sides) != (
+        runs[0].header.fingerprint(),
+        runs[1].header.fingerprint(),
+        k,
+        sides,
+    ):
+        return False
+    for p, _, _ in divergence_points(*runs):
+        for side in sides:
+            e = done.entries.get((p.item_id, side))
+            if e is None or e.error or e.token_index != p.index:
+                return False
+    return True
 
 
 def _ref(run: Run) -> RunRef:
@@ -167,38 +232,55 @@ def _ref(run: Run) -> RunRef:
     )
 
 
-def _lines(a_run: Run, b_run: Run, probers: tuple[Prober, Prober], k: int) -> Sequence[ProbeLine]:
-    out: list[ProbeLine] = []
-    for item_id in a_run.header.suite.item_ids:
-        ia, ib = a_run.items.get(item_id), b_run.items.get(item_id)
-        if ia is None or ib is None or ia.error or ib.error:
-            continue
-        p = first_token(item_id, ia, ib)
-        if p is None or p.index is None:
-            continue
-        prefix, sample = prefix_of(p, ia, ib), sample_of(ia)
-        for side, prober in zip("ab", probers):
-            try:
-                r = _one(prober, sample, prefix, k)
-                out.append(
-                    ProbeLine(
-                        item_id=item_id,
-                        side=side,
-                        token_index=p.index,
-                        top=list(r.top),
-                        ids=list(r.ids) if r.ids else None,
-                        method=r.method,
-                    )
-                )
-            except Exception as exc:  # one failed probe is recorded; the others still count
-                out.append(
-                    ProbeLine(
-                        item_id=item_id,
-                        side=side,
-                        token_index=p.index,
-                        top=[],
-                        method="failed",
-                        error=f"{type(exc).__name__}: {exc}",
-                    )
-                )
-    return out
+def _lines(
+    a_run: Run, b_run: Run, probers: Mapping[str, Prober], k: int, progress: bool = False
+) -> Iterator[ProbeLine]:
+    from tqdm import tqdm
+
+    points = divergence_points(a_run, b_run)
+    sides = [side for side in "ab" if side in probers]
+    bar = tqdm(
+        total=len(points) * len(sides),
+        desc=f"probe {a_run.label} vs {b_run.label} ({a_run.header.suite.name})",
+        unit="probe",
+        disable=not progress or not points,
+    )
+    try:
+        for p, ia, ib in points:
+            assert p.index is not None
+            prefix, sample = prefix_of(p, ia, ib), sample_of(ia)
+            for side in sides:
+                yield _line(probers[side], side, p.item_id, p.index, sample, prefix, k)
+                bar.update(1)
+    finally:
+        bar.close()
+
+
+def _line(
+    prober: Prober,
+    side: str,
+    item_id: str,
+    index: int,
+    sample: Sample,
+    prefix: tuple[list[int] | None, str, list[str] | None],
+    k: int,
+) -> ProbeLine:
+    try:
+        r = _one(prober, sample, prefix, k)
+    except Exception as exc:  # one failed probe is recorded; the others still count
+        return ProbeLine(
+            item_id=item_id,
+            side=side,
+            token_index=index,
+            top=[],
+            method="failed",
+            error=f"{type(exc).__name__}: {exc}",
+        )
+    return ProbeLine(
+        item_id=item_id,
+        side=side,
+        token_index=index,
+        top=list(r.top),
+        ids=list(r.ids) if r.ids else None,
+        method=r.method,
+    )

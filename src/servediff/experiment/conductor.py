@@ -12,6 +12,7 @@ without touching the other configurations' runs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import signal
@@ -22,17 +23,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servediff.engines import Engine
 from servediff.engines.profiles import PROFILES, Snapshot, flagged, verify_claims, vllm_snapshot
 from servediff.experiment.lifecycle import Placeholders, RunningServer, get_text, launched
+from servediff.experiment.probing import ProbeSlot, pending, plan_probes, probe_slot
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
 from servediff.record import RecordError, read_header, read_run
 from servediff.runner import RunPlan, RunResult, execute
 from servediff.suites import Suite, SuiteOptions, load_suite
 from servediff.types import SamplingParams
+
+if TYPE_CHECKING:
+    from servediff.compare.study import Study
+    from servediff.engines.template import ChatTemplate
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +63,9 @@ class Outcome:
     skipped: list[Path] = dataclasses.field(default_factory=list)
     errors: int = 0
     flags: list[str] = dataclasses.field(default_factory=list)
+    probed: list[Path] = dataclasses.field(default_factory=list)
+    probe_errors: int = 0
+    study: Study | None = None
 
 
 def _say(message: str) -> None:
@@ -72,7 +81,7 @@ def suite_digest(spec: SuiteSpec) -> str:
 def plan_slots(exp: Experiment) -> list[Slot]:
     """Every run file of the experiment, configuration by configuration, in execution order."""
     slots: list[Slot] = []
-    for config in exp.configurations:
+    for config in ordered(exp):
         folder = exp.output / "runs" / f"{config.label}.{config.digest}"
         repeats = 1 + (exp.control_repeats if config.label == exp.control else 0)
         for suite in exp.suites:
@@ -92,6 +101,13 @@ def plan_slots(exp: Experiment) -> list[Slot]:
                     )
                     slots.append(Slot(config, suite, r, c, f"{config.label}@c{c}", path, sweep=True))
     return slots
+
+
+def ordered(exp: Experiment) -> list[ConfigSpec]:
+    """The control first: every other configuration can then probe its side of (control, it)
+    while it is up, and only the control has to be started a second time (see probing)."""
+    control = exp.config(exp.control)
+    return [control] + [c for c in exp.configurations if c is not control]
 
 
 def is_complete(slot: Slot, suite: Suite) -> bool:
@@ -140,6 +156,25 @@ class Session:
         from servediff.experiment.engine import ExperimentHTTPEngine
 
         return ExperimentHTTPEngine(self, slot)
+
+    def prober(self, slot: Slot, points: list[Any]) -> tuple[Any, dict[str, Any], str | None]:
+        """An engine that answers probes as this configuration: (prober, identity, template source)."""
+        if self.config.knobs is not None:
+            engine = self.engine(slot)  # embedded: replays the prefix exactly as generation did
+            return engine, engine.identity(), None
+        from servediff.engines.template import TemplateProber
+        from servediff.experiment.engine import ExperimentHTTPEngine
+
+        template = None
+        if any(isinstance(item.input, list) for _, item, _ in points):
+            template = chat_template(template_path(self.exp, self.config))
+        replay = self.exp.probes.replay
+        if replay is None:
+            # llama.cpp servers reuse the previous request's KV cache, so a replayed prefix is
+            # evaluated one token per step as in generation; elsewhere a one-pass estimate.
+            replay = self.config.profile == "llamacpp"
+        prober = TemplateProber(ExperimentHTTPEngine(self, slot), template, replay=replay)
+        return prober, prober.identity(), template.source if template else None
 
     def snapshot(self) -> Snapshot | None:
         """The engine's counters now; None where the engine exports none servediff reads."""
@@ -195,6 +230,28 @@ def session(exp: Experiment, config: ConfigSpec) -> Iterator[Session]:
     _say(f"[{config.label}] stopped")
 
 
+def template_path(exp: Experiment, config: ConfigSpec) -> Path | None:
+    """Where a server configuration's chat template comes from, for probes of chat items: the
+    file in [probes], else the GGUF the experiment (or the launched server) loads."""
+    if exp.probes.template is not None:
+        return exp.probes.template
+    if exp.model_path is not None and exp.model_path.suffix == ".gguf":
+        return exp.model_path
+    found = _default_model_path_or_empty(config)
+    return Path(found) if found else None
+
+
+@functools.lru_cache(maxsize=4)
+def chat_template(path: Path | None) -> ChatTemplate:
+    from servediff.engines.template import load_template
+
+    if path is None:
+        raise ExperimentError(
+            "probes of chat prompts on a server need a chat template: set [probes] template"
+        )
+    return load_template(path)
+
+
 def _default_model_path_or_empty(config: ConfigSpec) -> str:
     if config.launch is None or not any("{model_path}" in a for a in config.launch.argv):
         return ""
@@ -207,45 +264,62 @@ def run_configuration(
     exp: Experiment,
     config: ConfigSpec,
     slots: list[Slot],
+    probes: list[ProbeSlot],
     suites: dict[str, Suite],
     outcome: Outcome,
     progress: bool,
 ) -> None:
+    """Start the configuration's engine if it has runs to make or probes to take, then do them:
+    runs first, then its side of every pair whose two runs now exist."""
     todo = [s for s in slots if not is_complete(s, suites[s.suite.name])]
     outcome.skipped += [s.path for s in slots if s not in todo]
-    if not todo:
+    if not todo and not any(pending(p, exp.probes.k) for p in probes):
         _say(f"[{config.label}] all {len(slots)} run(s) complete: not started")
         return
     with session(exp, config) as live:
         for slot in todo:
-            suite = suites[slot.suite.name]
-            engine = live.engine(slot)
-            extra = {
-                "experiment": {"file": exp.path.name, "definition_sha256": config.digest, "sweep": slot.sweep}
-            }
-            plan = RunPlan(
-                suite,
-                slot.label,
-                slot.path,
-                sampling_for(exp, slot.suite, suite),
-                repeat=slot.repeat,
-                concurrency=slot.concurrency,
-                extra=extra,
-            )
-            try:
-                before = live.snapshot()
-                result = execute(plan, engine, progress=progress)
-                after = live.snapshot()
-            finally:
-                engine.close()
-            verification = live.verification(before, after, result)
-            annotate(slot.path, {"verification": verification})
-            outcome.ran.append(slot.path)
-            outcome.errors += result.errors
-            _say(
-                f"[{slot.label}] {slot.suite.name} #{slot.repeat}: {result.done} done, "
-                f"{result.skipped} already finished, {result.errors} failed"
-            )
+            run_slot(exp, live, slot, suites[slot.suite.name], outcome, progress)
+        take_probes(live, [p for p in probes if pending(p, exp.probes.k)], outcome, progress)
+
+
+def run_slot(
+    exp: Experiment, live: Session, slot: Slot, suite: Suite, outcome: Outcome, progress: bool
+) -> None:
+    engine = live.engine(slot)
+    extra = {
+        "experiment": {"file": exp.path.name, "definition_sha256": slot.config.digest, "sweep": slot.sweep}
+    }
+    plan = RunPlan(
+        suite,
+        slot.label,
+        slot.path,
+        sampling_for(exp, slot.suite, suite),
+        repeat=slot.repeat,
+        concurrency=slot.concurrency,
+        extra=extra,
+    )
+    try:
+        before = live.snapshot()
+        result = execute(plan, engine, progress=progress)
+        after = live.snapshot()
+    finally:
+        engine.close()
+    verification = live.verification(before, after, result)
+    annotate(slot.path, {"verification": verification})
+    outcome.ran.append(slot.path)
+    outcome.errors += result.errors
+    _say(
+        f"[{slot.label}] {slot.suite.name} #{slot.repeat}: {result.done} done, "
+        f"{result.skipped} already finished, {result.errors} failed"
+    )
+
+
+def take_probes(live: Session, probes: list[ProbeSlot], outcome: Outcome, progress: bool) -> None:
+    for slot in probes:
+        written, failed = probe_slot(live, slot, progress)
+        outcome.probed.append(slot.path)
+        outcome.probe_errors += failed
+        _say(f"[{slot.config.label}] probed {slot.name}: {written} divergence(s), {failed} failed")
 
 
 def annotate(path: Path, extra: dict[str, Any]) -> None:
@@ -284,11 +358,41 @@ def run_experiment(exp: Experiment, progress: bool = True) -> Outcome:
 
     suites = load_suites(exp)
     slots = plan_slots(exp)
+    probes = plan_probes(exp, slots)
+    check_probe_templates(exp, probes, suites)
     outcome = Outcome()
     exp.output.mkdir(parents=True, exist_ok=True)
     with _sigterm_as_interrupt():
-        for config in exp.configurations:
+        for config in ordered(exp):
             mine = [s for s in slots if s.config.label == config.label]
-            run_configuration(exp, config, mine, suites, outcome, progress)
-    outcome.report, outcome.flags = write_report(exp, [s.path for s in slots if s.path.is_file()])
+            theirs = [p for p in probes if p.config.label == config.label]
+            run_configuration(exp, config, mine, theirs, suites, outcome, progress)
+        # The control's side of each pair could only be probed once the others had run.
+        for config in ordered(exp):
+            left = [p for p in probes if p.config.label == config.label and pending(p, exp.probes.k)]
+            if left:
+                _say(f"[{config.label}] started again to probe its side of {len(left)} pair(s)")
+                with session(exp, config) as live:
+                    take_probes(live, left, outcome, progress)
+    outcome.study, outcome.report, outcome.flags = write_report(
+        exp, [s.path for s in slots if s.path.is_file()], [p.path for p in probes if p.path.is_file()]
+    )
     return outcome
+
+
+def check_probe_templates(exp: Experiment, probes: list[ProbeSlot], suites: dict[str, Suite]) -> None:
+    """Before anything starts: a server configuration that must probe chat prompts needs a
+    chat template, and finding that out after an hour of runs would waste them."""
+    for p in probes:
+        if p.config.knobs is not None or not any(s.messages for s in suites[p.suite.name].samples):
+            continue
+        path = template_path(exp, p.config)
+        if path is None:
+            raise ExperimentError(
+                f"{exp.path}: configuration {p.config.label!r} is a server and suite "
+                f"{p.suite.name!r} has chat prompts: probing its divergences needs the model's chat "
+                'template. Set [probes] template = "path/to/tokenizer_config.json" (or a .gguf, or a '
+                "Jinja file), or [probes] enabled = false"
+            )
+        if not path.is_file():
+            raise ExperimentError(f"{exp.path}: [probes] template: file not found: {path}")

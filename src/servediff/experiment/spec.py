@@ -40,7 +40,9 @@ TOP_KEYS = [
     "suites",
     "configurations",
     "sweep",
+    "probes",
 ]
+PROBE_KEYS = ("enabled", "k", "replay", "template")
 SAMPLING_KEYS = ("max_tokens", "seed", "top_logprobs", "thinking")
 SUITE_KEYS = ("limit", "seed", "path", "max_tokens")
 CONFIG_KEYS = [
@@ -111,6 +113,23 @@ class SweepSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ProbeSpec:
+    """After the runs, measure each configuration's top-k at every divergence from the control.
+
+    ``replay`` (servers): send the prefix token by token so a server that reuses its KV cache
+    evaluates it as generation did; None picks it by profile (llama.cpp: yes, others: one pass).
+    ``template``: the chat template servers' chat prompts are rendered with for
+    /v1/completions (a .gguf, tokenizer_config.json or Jinja file); default: the GGUF a
+    launched configuration serves, where the experiment knows it.
+    """
+
+    enabled: bool = True
+    k: int = 5
+    replay: bool | None = None
+    template: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Experiment:
     path: Path
     title: str
@@ -124,6 +143,7 @@ class Experiment:
     concurrency: int
     sampling: SamplingParams
     sweep: SweepSpec | None = None
+    probes: ProbeSpec = ProbeSpec()
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def config(self, label: str) -> ConfigSpec:
@@ -189,6 +209,7 @@ def parse_experiment(raw: dict[str, Any], path: Path, text: str, output: Path | 
         concurrency=concurrency,
         sampling=sampling,
         sweep=_sweep(src, raw.get("sweep"), control, {c.label: c.kind for c in configs}, suites),
+        probes=_probes(src, raw.get("probes", {}), base),
         raw=raw,
     )
 
@@ -209,6 +230,24 @@ def _sampling(src: Source, table: Any) -> SamplingParams:
         top_logprobs=table.get("top_logprobs", 0),
         enable_thinking={"on": True, "off": False, "unset": None}[thinking],
     )
+
+
+def _probes(src: Source, table: Any, base: Path) -> ProbeSpec:
+    if not isinstance(table, dict):
+        raise src.error("[probes] must be a table", src.line("probes"))
+    check_keys(src, table, PROBE_KEYS, "[probes]", "probes")
+    for key in ("enabled", "replay"):
+        if key in table:
+            typed(src, table[key], bool, key, src.line(key, "probes"))
+    k = typed(src, table.get("k", 5), int, "k", src.line("k", "probes"))
+    if not 2 <= k <= 20:
+        # a gap needs two tokens; OpenAI-compatible servers cap logprobs at 20
+        raise src.error(f"probes.k must be between 2 and 20, got {k}", src.line("k", "probes"))
+    template = table.get("template")
+    if template is not None:
+        typed(src, template, str, "template", src.line("template", "probes"))
+        template = Path(template) if Path(template).is_absolute() else base / template
+    return ProbeSpec(enabled=table.get("enabled", True), k=k, replay=table.get("replay"), template=template)
 
 
 def _suites(src: Source, value: Any, base: Path) -> tuple[SuiteSpec, ...]:

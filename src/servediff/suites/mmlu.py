@@ -132,8 +132,12 @@ def from_hub() -> Suite | None:
     except Exception:  # ImportError, or whatever the hub client raises offline
         return None
     rows = [
-        (str(r["subject"]).replace("_", " "), str(r["question"]), [str(c) for c in r["choices"]],
-         LETTERS[int(r["answer"])])
+        (
+            str(r["subject"]).replace("_", " "),
+            str(r["question"]),
+            [str(c) for c in r["choices"]],
+            LETTERS[int(r["answer"])],
+        )
         for r in split
     ]
     h = hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8"))
