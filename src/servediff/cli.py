@@ -653,14 +653,21 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
     exp = load_experiment(args.file, output=args.out)
     if args.check:
-        from servediff.experiment.conductor import load_suites
+        from servediff.experiment.conductor import check_probe_templates, load_suites
+        from servediff.experiment.probing import plan_probes
 
-        load_suites(exp)  # a missing data file is found now, not after a server has started
-        for slot in plan_slots(exp):
+        suites = load_suites(exp)  # a missing data file is found now, not after a server has started
+        slots = plan_slots(exp)
+        probes = plan_probes(exp, slots)
+        check_probe_templates(exp, probes, suites)
+        for slot in slots:
             state = "exists" if slot.path.is_file() else "to run"
             print(
                 f"{slot.label}\t{slot.suite.name}\t#{slot.repeat}\tc={slot.concurrency}\t{state}\t{slot.path}"
             )
+        for probe in probes:
+            state = "exists" if probe.path.is_file() else "after the runs, where they diverge"
+            print(f"probe\t{probe.name}\t{state}\t{probe.path}")
         return 0
     return _finish_experiment(run_experiment(exp, progress=not args.no_progress))
 

@@ -75,6 +75,7 @@ class ProbeEntry:
     ids: tuple[int, ...] | None
     method: str
     error: str | None = None
+    tokens: tuple[str | None, str | None] | None = None  # A's, B's token text (retokenized runs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,12 +217,18 @@ def explain(
     """Recorded logprobs when the run has them (the very logits that chose), else the probe."""
     if p.index is None:
         return Explanation(p, None, None, UNEXPLAINED, None, None, "no token data: cannot locate the token")
-    rec_a, rec_b = recorded(items[0], p.index), recorded(items[1], p.index)
+    index = p.index
+    if p.alignment == "token ids (retokenized)":
+        # The runs hold no token texts; a probe that asked the server's detokenizer knows them.
+        named = [e.tokens for side in "ab" if (e := probes.get((p.item_id, side))) and e.tokens]
+        if named:
+            p = dataclasses.replace(p, a_token=named[0][0], b_token=named[0][1])
+    rec_a, rec_b = recorded(items[0], index), recorded(items[1], index)
     probe_a, probe_b = from_probe(probes.get((p.item_id, "a"))), from_probe(probes.get((p.item_id, "b")))
     a, b = rec_a or probe_a, rec_b or probe_b
     cls, note = classify(p, a, b, threshold)
     if a is None:
-        why = _missing(items[0], p.index, probes.get((p.item_id, "a")))
+        why = _missing(items[0], index, probes.get((p.item_id, "a")))
         note = f"{note} ({why})"
     shift_a = shift_b = None
     if a is not None and b is not None:

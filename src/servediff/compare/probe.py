@@ -66,6 +66,9 @@ class ProbeLine(_Model):
     ids: list[int] | None = None
     method: str
     error: str | None = None
+    # A's and B's tokens at the divergence as text (None: the end of the sequence), where the
+    # runs recorded only ids the server retokenized: the server's detokenizer names them.
+    tokens: tuple[str | None, str | None] | None = None
 
 
 def is_probe_record(path: Path) -> bool:
@@ -87,7 +90,14 @@ def read_probes(path: Path) -> ProbeSet:
         raise RecordError(f"{path}: not a valid probe record: {exc}") from exc
     entries = {
         (p.item_id, p.side): ProbeEntry(
-            p.item_id, p.side, p.token_index, tuple(p.top), tuple(p.ids) if p.ids else None, p.method, p.error
+            p.item_id,
+            p.side,
+            p.token_index,
+            tuple(p.top),
+            tuple(p.ids) if p.ids else None,
+            p.method,
+            p.error,
+            p.tokens,
         )
         for p in parsed
     }
@@ -112,7 +122,10 @@ def prefix_of(p: Point, a: Item, b: Item) -> tuple[list[int] | None, str, list[s
     """The common prefix as engine token ids (when aligned on them), text, and token pieces."""
     assert p.index is not None
     texts = token_texts(a)
-    ids = list(a.token_ids[: p.index]) if p.alignment == "token ids (engine)" and a.token_ids else None
+    # Engine ids are generation's own; retokenized ids still end the prefix on a token boundary
+    # (a server prober rebuilds its text from them).
+    on_ids = p.alignment in ("token ids (engine)", "token ids (retokenized)")
+    ids = list(a.token_ids[: p.index]) if on_ids and a.token_ids else None
     if texts is not None and p.alignment != "token ids (retokenized)":
         pieces = list(texts[: p.index])
         return ids, "".join(pieces), pieces
@@ -121,13 +134,17 @@ def prefix_of(p: Point, a: Item, b: Item) -> tuple[list[int] | None, str, list[s
 
 
 def _one(
-    prober: Prober, sample: Sample, prefix: tuple[list[int] | None, str, list[str] | None], k: int
+    prober: Prober,
+    sample: Sample,
+    prefix: tuple[list[int] | None, str, list[str] | None],
+    k: int,
+    chat_kwargs: dict[str, Any],
 ) -> Any:
     from servediff.engines.template import TemplateProber
 
     ids, text, pieces = prefix
     if isinstance(prober, TemplateProber):
-        return prober.probe(sample, ids, text, k, prefix_pieces=pieces)
+        return prober.probe(sample, ids, text, k, prefix_pieces=pieces, chat_kwargs=chat_kwargs)
     return prober.probe(sample, ids, text, k)
 
 
@@ -239,6 +256,9 @@ def _lines(
 
     points = divergence_points(a_run, b_run)
     sides = [side for side in "ab" if side in probers]
+    # the chat_template_kwargs the runs sent, so a template rendered here matches the server's
+    thinking = a_run.header.sampling.enable_thinking
+    chat_kwargs = {} if thinking is None else {"enable_thinking": thinking}
     bar = tqdm(
         total=len(points) * len(sides),
         desc=f"probe {a_run.label} vs {b_run.label} ({a_run.header.suite.name})",
@@ -250,7 +270,8 @@ def _lines(
             assert p.index is not None
             prefix, sample = prefix_of(p, ia, ib), sample_of(ia)
             for side in sides:
-                yield _line(probers[side], side, p.item_id, p.index, sample, prefix, k)
+                tokens = diverging_tokens(probers[side], p, ia, ib)
+                yield _line(probers[side], side, p.item_id, p.index, sample, prefix, k, chat_kwargs, tokens)
                 bar.update(1)
     finally:
         bar.close()
@@ -264,9 +285,11 @@ def _line(
     sample: Sample,
     prefix: tuple[list[int] | None, str, list[str] | None],
     k: int,
+    chat_kwargs: dict[str, Any],
+    tokens: tuple[str | None, str | None] | None = None,
 ) -> ProbeLine:
     try:
-        r = _one(prober, sample, prefix, k)
+        r = _one(prober, sample, prefix, k, chat_kwargs)
     except Exception as exc:  # one failed probe is recorded; the others still count
         return ProbeLine(
             item_id=item_id,
@@ -283,4 +306,26 @@ def _line(
         top=list(r.top),
         ids=list(r.ids) if r.ids else None,
         method=r.method,
+        tokens=tokens,
     )
+
+
+def diverging_tokens(prober: Prober, p: Point, a: Item, b: Item) -> tuple[str | None, str | None] | None:
+    """The texts of the two diverging tokens, from a server's detokenizer, when the runs hold
+    only retokenized ids (no token texts): without them the probe's top-k cannot be matched."""
+    detokenize = getattr(getattr(prober, "engine", None), "detokenize", None)
+    if p.alignment != "token ids (retokenized)" or detokenize is None or p.index is None:
+        return None
+
+    def token(ids: list[int] | None) -> str | None:
+        if ids is None or p.index is None or p.index >= len(ids):
+            return None  # the sequence ended here
+        before, through = detokenize(ids[: p.index]), detokenize(ids[: p.index + 1])
+        if before is None or through is None or not through.startswith(before):
+            return None
+        return str(through[len(before) :])
+
+    try:
+        return token(a.token_ids), token(b.token_ids)
+    except Exception:  # the names are a help for matching; the probe itself still counts
+        return None

@@ -238,6 +238,28 @@ class HTTPEngine:
                 return
 
     # --- probe ----------------------------------------------------------------------------
+    def detokenize(self, ids: list[int]) -> str | None:
+        """The server's text for token ids (llama-cpp-python, vLLM, SGLang), or None where it has
+        no endpoint for it. A probe needs the common prefix to end on a token boundary: the
+        shared characters of two texts can end inside the token where they diverge."""
+
+        async def go() -> str | None:
+            async with self._session() as s:
+                for path, body in (
+                    ("/extras/detokenize", {"model": self.model, "tokens": ids}),  # llama-cpp-python
+                    ("/detokenize", {"model": self.model, "tokens": ids}),  # vLLM, SGLang
+                ):
+                    try:
+                        out = await self._post(s, f"{self.base_url}{path}", json.dumps(body))
+                    except (_RetryableError, ValueError, aiohttp.ClientError):
+                        continue
+                    text = out.get("text", out.get("prompt"))
+                    if isinstance(text, str):
+                        return text
+            return None
+
+        return asyncio.run(go())
+
     def probe_text(self, prompt_text: str, k: int) -> ProbeResult:
         """Top-k of the next token after a fully rendered prompt, via /v1/completions."""
 

@@ -28,11 +28,13 @@ class ChatTemplate:
     eos_token: str
     source: str  # what the template was read from, for the record
 
-    def render(self, messages: Sequence[Message]) -> str:
+    def render(self, messages: Sequence[Message], **chat_kwargs: Any) -> str:
+        """``chat_kwargs`` are what the run sent as chat_template_kwargs (enable_thinking): the
+        probe must see the prompt the server rendered, or it measures another context."""
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         fmt = Jinja2ChatFormatter(self.template, eos_token=self.eos_token, bos_token=self.bos_token)
-        return str(fmt(messages=list(messages)).prompt)  # type: ignore[arg-type]
+        return str(fmt(messages=list(messages), **chat_kwargs).prompt)  # type: ignore[arg-type]
 
 
 def _token_text(value: Any) -> str:
@@ -84,6 +86,26 @@ class TemplateProber:
         self.engine = engine  # an HTTPEngine (anything with probe_text and identity)
         self.template = template
         self.replay = replay
+        self.rebuilt = False
+
+    def _pieces(self, ids: list[int], fallback: str) -> tuple[str, list[str] | None]:
+        """The prefix text of ``ids`` and, for replay, its text token by token (each piece is the
+        growth of the decoded prefix, so a character split across tokens is never cut)."""
+        self.rebuilt = False
+        whole = self.engine.detokenize(ids)
+        if whole is None:
+            return fallback, None
+        self.rebuilt = True
+        if not self.replay:
+            return whole, None
+        pieces, done = [], ""
+        for n in range(1, len(ids) + 1):
+            text = self.engine.detokenize(ids[:n]) if n < len(ids) else whole
+            if text is None or not text.startswith(done):
+                return whole, None  # no clean token-by-token split: one pass
+            pieces.append(text[len(done) :])
+            done = text
+        return whole, pieces
 
     def identity(self) -> dict[str, Any]:
         ident: dict[str, Any] = self.engine.identity()
@@ -96,14 +118,20 @@ class TemplateProber:
         prefix_text: str,
         k: int,
         prefix_pieces: Sequence[str] | None = None,
+        chat_kwargs: dict[str, Any] | None = None,
     ) -> ProbeResult:
         if sample.messages is not None:
             if self.template is None:
                 raise EngineError("a chat item needs a chat template to be probed over /v1/completions")
-            prompt = self.template.render(sample.messages)
+            prompt = self.template.render(sample.messages, **(chat_kwargs or {}))
         else:
             prompt = sample.prompt or ""
         how = ""
+        if prefix_pieces is None and prefix_ids is not None and hasattr(self.engine, "detokenize"):
+            # Token ids without their texts (ids the server retokenized after the run): the
+            # shared characters can end inside the diverging token, so the prefix is rebuilt
+            # from the ids, on a token boundary.
+            prefix_text, prefix_pieces = self._pieces(list(prefix_ids), prefix_text)
         if self.replay and prefix_pieces is not None:
             text = prompt
             for piece in prefix_pieces:  # the answers are not needed: these requests fill the cache
@@ -112,4 +140,6 @@ class TemplateProber:
             how = "http: /v1/completions replayed token by token (one request per prefix token)"
         result: ProbeResult = self.engine.probe_text(prompt + prefix_text, k)
         source = "" if sample.messages is None or self.template is None else f"; {self.template.source}"
+        if self.rebuilt:
+            source += "; prefix rebuilt from the server's token ids"
         return ProbeResult(result.top, (how or result.method) + source, result.ids)
