@@ -1,4 +1,5 @@
-"""`servediff demo`, shortened: runs, control, tuned, MMLU, probes, and every report file."""
+"""`servediff demo`, shortened: the built-in experiment — runs, control, tuned, MMLU, probes of
+both sides at every divergence, and every report file; a re-run redoes nothing."""
 
 from __future__ import annotations
 
@@ -38,7 +39,17 @@ def test_demo_writes_the_whole_study(tmp_path: Path) -> None:
     assert control["identical"] == control["total"] == 3
     assert {p["suite"] for p in summary["pairs"]} == {"prompts", "mmlu"}
     assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
-    # Re-running resumes: nothing is generated again, the records stay byte-identical.
-    before = {p.name: p.read_bytes() for p in (out / "runs").glob("*.jsonl")}
+    # Every divergence was probed under stock and under tuned: one record per side and suite,
+    # and the report's measured section shows both sides' probes against the recorded numbers.
+    diverged = {p["suite"] for p in summary["pairs"] if p["divergences"]}
+    assert diverged, "stock and tuned should diverge somewhere at 24 tokens"
+    probes = sorted(q.name.split(".", 2)[2] for q in (out / "probes").glob("*.jsonl"))
+    assert probes == sorted(f"stock-vs-tuned.{side}.jsonl" for _ in diverged for side in "ab")
+    for side in ("stock", "tuned"):
+        assert f"**Probe vs run, `{side}`:**" in report
+    assert " unexplained" in report and "0 unexplained" in report
+    # Re-running resumes: nothing is generated or probed again, the records stay byte-identical.
+    before = {p: p.read_bytes() for p in out.rglob("*.jsonl")}
+    assert len([p for p in before if "runs" in p.parts]) == 6  # stock ×2, tuned, per suite
     assert main(args) == 0
-    assert {p.name: p.read_bytes() for p in (out / "runs").glob("*.jsonl")} == before
+    assert {p: p.read_bytes() for p in out.rglob("*.jsonl")} == before

@@ -26,13 +26,30 @@ SERVER = (
 )
 
 
-def experiment(tmp_path: Path, configs: str, model: str = "smollm2", repeats: int = 1) -> Path:
+def experiment(
+    tmp_path: Path, configs: str, model: str = "smollm2", repeats: int = 1, suite: str = "limit = 2"
+) -> Path:
     path = tmp_path / "exp.toml"
     path.write_text(
         f'model = "{model}"\noutput = "{tmp_path / "out"}"\ncontrol_repeats = {repeats}\n'
-        "[sampling]\nmax_tokens = 16\n[suites.prompts]\nlimit = 2\n" + configs
+        f"[sampling]\nmax_tokens = 16\n[suites.prompts]\n{suite}\n" + configs
     )
     return path
+
+
+def diverging_suite(tmp_path: Path) -> str:
+    """Two built-in prompts on which flash attention with n_ubatch 1 changes SmolLM2's answer
+    within its first tokens, so a 16-token run has divergences to probe."""
+    from servediff.suites.prompts import PROMPTS
+
+    path = tmp_path / "diverging.jsonl"
+    ids = ("explain-hash-table", "explain-tcp")
+    path.write_text(
+        "".join(
+            json.dumps({"id": i, "messages": [{"role": "user", "content": PROMPTS[i]}]}) + "\n" for i in ids
+        )
+    )
+    return f'path = "{path}"'
 
 
 def launch(label: str, alias: str = "smollm2", extra: str = "", more: str = "") -> str:
@@ -66,27 +83,41 @@ def records(out: Path, label: str) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in sorted((out / "runs").glob(f"{label}.*/*.jsonl"))}
 
 
-def test_two_launched_servers_run_stop_and_report(tmp_path: Path) -> None:
-    path = experiment(tmp_path, STOCK + FLASH)
+def test_two_launched_servers_run_stop_probe_and_report(tmp_path: Path) -> None:
+    path = experiment(tmp_path, STOCK + FLASH, suite=diverging_suite(tmp_path))
     out = tmp_path / "out"
     assert main(["experiment", str(path), "--no-progress"]) == 0
+    # stock ran first, flash ran and probed its side while up, stock came back for its side
     started = [pid for label in ("stock", "flash") for pid in pids(logs(out, label))]
-    assert len(started) == 2 and not any(alive(p) for p in started)  # both stopped, nothing left
+    assert len(pids(logs(out, "stock"))) == 2 and len(pids(logs(out, "flash"))) == 1
+    assert not any(alive(p) for p in started)  # all stopped, nothing left
     assert "llama_model_loader" in logs(out, "stock").read_text()  # the server's own output is kept
     summary = json.loads((out / "summary.json").read_text())
     (control,) = summary["controls"]
     assert (control["a"], control["total"], control["identical"]) == ("stock", 2, 2)
-    assert [(p["a"], p["b"], p["total"]) for p in summary["pairs"]] == [("stock", "flash", 2)]
-    version = summary["experiment"]["verification"]["flash/prompts/1"]["server_version"]
+    ((a, b, total, diverged),) = [(p["a"], p["b"], p["total"], p["divergences"]) for p in summary["pairs"]]
+    assert (a, b, total) == ("stock", "flash", 2) and diverged
+    version = summary["experiment"]["verification"]["flash/diverging/1"]["server_version"]
     assert version.startswith("llama-cpp-python 0.")  # the server exposes none; the package says
     report = (out / "report.md").read_text()
-    assert "Control `stock` (prompts)" in report and "`stock` vs `flash`" in report
+    assert "Control `stock` (diverging)" in report and "`stock` vs `flash`" in report
     assert "| `flash` | llamacpp |" in report and "flash_attention | not verified |" in report
+    # Each divergence measured under both servers, replaying the prefix into the KV cache as
+    # generation built it; the probes name the diverging tokens, so none is left unexplained.
+    sides = {}
+    for record in sorted((out / "probes").glob("*.jsonl")):
+        lines = [json.loads(x) for x in record.read_text().splitlines()]
+        sides[lines[0]["sides"]] = lines[1:]
+    assert sorted(sides) == ["a", "b"]
+    for lines in sides.values():
+        assert len(lines) == len(diverged) and all(x["error"] is None and len(x["top"]) == 5 for x in lines)
+        assert all("replayed token by token" in x["method"] and x["tokens"] for x in lines)
+    assert f"**{len(diverged)} divergence(s):**" in report and " 0 unexplained" in report
     # everything complete: a re-run starts no server and rewrites no record
-    before = records(out, "stock") | records(out, "flash")
+    before = {p: p.read_bytes() for p in out.rglob("*.jsonl")}
     assert main(["experiment", str(path), "--no-progress"]) == 0
-    assert records(out, "stock") | records(out, "flash") == before
-    assert len(pids(logs(out, "stock"))) == len(pids(logs(out, "flash"))) == 1
+    assert {p: p.read_bytes() for p in out.rglob("*.jsonl")} == before
+    assert len(pids(logs(out, "stock"))) == 2 and len(pids(logs(out, "flash"))) == 1
 
 
 def test_interrupt_between_configurations_then_resume(tmp_path: Path) -> None:

@@ -109,6 +109,9 @@ def test_changing_one_configuration_changes_only_its_own_runs(tmp_path: Path) ->
         (EMBEDDED + '\n[sweep]\nconcurrency = [1, 8]\nconfiguration = "embedded"\n', 14, "is embedded"),
         (GOOD.replace('base_url = "http://127.0.0.1:9"', 'config = "stock"\nbase_url = "x"'), 20, "one of"),
         ("model = [", None, "not valid TOML"),
+        (GOOD.replace("[suites.prompts]", "[probes]\nk = 1\n[suites.prompts]"), 8, "between 2 and 20"),
+        (GOOD.replace("[suites.prompts]", "[probes]\nreplay = 1\n[suites.prompts]"), 8, "wrong type"),
+        (GOOD.replace("[suites.prompts]", "[probes]\nk_top = 5\n[suites.prompts]"), 8, "unknown key 'k_top'"),
     ],
 )
 def test_mistakes_name_the_line(tmp_path: Path, text: str, line: int | None, message: str) -> None:
@@ -136,3 +139,35 @@ def test_the_shipped_examples_are_valid() -> None:
     vllm = load_experiment(Path(__file__).parents[1] / "examples" / "vllm-spec-prefix.toml")
     assert vllm.config("tuned").claims == ("speculative_decoding", "prefix_caching")
     assert vllm.config("stock").profile == "vllm" and vllm.config("stock").claims == ()
+
+
+def test_probe_plan_and_templates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Both sides of (control, each other configuration) per suite; servers need a chat template
+    for chat prompts: without one their probes are left out with a note, a missing file is an error."""
+    path = write(tmp_path, GOOD)
+    assert main(["experiment", str(path), "--check", "--out", str(tmp_path / "o")]) == 0
+    out, err = capsys.readouterr()
+    assert "note: no probes for stock vs spec (prompts), side stock" in err
+    assert "[probes] template" in err and "probe\t" not in out  # none of these servers has a template
+
+    jinja = tmp_path / "chat.jinja"
+    jinja.write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
+    write(tmp_path, GOOD.replace("[suites.prompts]", '[probes]\ntemplate = "chat.jinja"\n[suites.prompts]'))
+    assert main(["experiment", str(path), "--check", "--out", str(tmp_path / "o")]) == 0
+    out, err = capsys.readouterr()
+    assert "note:" not in err
+    probes = [line.split("\t") for line in out.splitlines() if line.startswith("probe\t")]
+    assert [p[1] for p in probes] == [
+        f"stock vs {b} (prompts), side {side}" for b in ("spec", "remote") for side in ("stock", b)
+    ]
+    assert all(p[3].endswith((".a.jsonl", ".b.jsonl")) for p in probes)
+
+    jinja.unlink()
+    assert main(["experiment", str(path), "--check", "--out", str(tmp_path / "o")]) == 2
+    assert "template: file not found" in capsys.readouterr().err
+
+
+def test_the_control_runs_first(tmp_path: Path) -> None:
+    """Whatever its place in the file: the others can then probe their side while they are up."""
+    moved = load_experiment(write(tmp_path, 'control = "spec"\n' + GOOD))
+    assert [s.label for s in plan_slots(moved)] == ["spec"] * 3 + ["stock", "remote"]

@@ -658,8 +658,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
         suites = load_suites(exp)  # a missing data file is found now, not after a server has started
         slots = plan_slots(exp)
-        probes = plan_probes(exp, slots)
-        check_probe_templates(exp, probes, suites)
+        probes, notes = check_probe_templates(exp, plan_probes(exp, slots), suites)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
         for slot in slots:
             state = "exists" if slot.path.is_file() else "to run"
             print(
@@ -689,6 +690,8 @@ def _finish_experiment(
     )
     for line in outcome.flags:
         print(f"flag: {line}", file=sys.stderr)
+    for note in outcome.notes:
+        print(f"note: {note}", file=sys.stderr)
     if outcome.errors or outcome.probe_errors:
         print(
             f"error: {outcome.errors} item(s) and {outcome.probe_errors} probe(s) failed and were "

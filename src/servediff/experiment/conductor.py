@@ -65,6 +65,7 @@ class Outcome:
     flags: list[str] = dataclasses.field(default_factory=list)
     probed: list[Path] = dataclasses.field(default_factory=list)
     probe_errors: int = 0
+    notes: list[str] = dataclasses.field(default_factory=list)
     study: Study | None = None
 
 
@@ -358,9 +359,10 @@ def run_experiment(exp: Experiment, progress: bool = True) -> Outcome:
 
     suites = load_suites(exp)
     slots = plan_slots(exp)
-    probes = plan_probes(exp, slots)
-    check_probe_templates(exp, probes, suites)
-    outcome = Outcome()
+    probes, notes = check_probe_templates(exp, plan_probes(exp, slots), suites)
+    outcome = Outcome(notes=notes)
+    for note in notes:
+        _say(f"note: {note}")
     exp.output.mkdir(parents=True, exist_ok=True)
     with _sigterm_as_interrupt():
         for config in ordered(exp):
@@ -380,19 +382,27 @@ def run_experiment(exp: Experiment, progress: bool = True) -> Outcome:
     return outcome
 
 
-def check_probe_templates(exp: Experiment, probes: list[ProbeSlot], suites: dict[str, Suite]) -> None:
-    """Before anything starts: a server configuration that must probe chat prompts needs a
-    chat template, and finding that out after an hour of runs would waste them."""
+def check_probe_templates(
+    exp: Experiment, probes: list[ProbeSlot], suites: dict[str, Suite]
+) -> tuple[list[ProbeSlot], list[str]]:
+    """Before anything starts: which probes can run, and a note for each that cannot. A server
+    configuration probing chat prompts needs the model's chat template; without one its probes
+    are left out (the report then says the divergences had no probe) rather than failing an
+    hour into the runs. A template file that is named but missing is an error."""
+    keep, notes = [], []
     for p in probes:
         if p.config.knobs is not None or not any(s.messages for s in suites[p.suite.name].samples):
+            keep.append(p)
             continue
         path = template_path(exp, p.config)
         if path is None:
-            raise ExperimentError(
-                f"{exp.path}: configuration {p.config.label!r} is a server and suite "
-                f"{p.suite.name!r} has chat prompts: probing its divergences needs the model's chat "
-                'template. Set [probes] template = "path/to/tokenizer_config.json" (or a .gguf, or a '
-                "Jinja file), or [probes] enabled = false"
+            notes.append(
+                f"no probes for {p.name}: {p.config.label!r} is a server and {p.suite.name!r} has chat "
+                "prompts, which need the model's chat template; set [probes] template = "
+                '"path/to/tokenizer_config.json" (or a .gguf, or a Jinja file)'
             )
+            continue
         if not path.is_file():
             raise ExperimentError(f"{exp.path}: [probes] template: file not found: {path}")
+        keep.append(p)
+    return keep, notes
