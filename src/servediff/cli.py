@@ -309,9 +309,11 @@ def _add_experiment(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = sub.add_parser(
         "experiment",
         help="run a whole study from one TOML file: launch each engine, verify, run, stop, report",
-        description="Runs every configuration of the experiment file one at a time (starting and "
-        "stopping launched servers), the control repeats and the optional load sweep, then writes "
-        "OUT/report.md and OUT/summary.json. Re-running skips finished runs. Exit 1 when a "
+        description="Runs every configuration of the experiment file one at a time, the control "
+        "first (starting and stopping launched servers), the control repeats and the optional load "
+        "sweep; probes every divergence from the control under both configurations ([probes]); then "
+        "writes OUT/report.md, report.html and summary.json. Re-running skips finished runs and "
+        "probes. Exit 2 when items or probes failed (recorded as errors; re-run to retry), 1 when a "
         "configuration claims a feature that its engine's counters show did not engage.",
     )
     p.add_argument("file", type=Path, help="experiment file (TOML)")
