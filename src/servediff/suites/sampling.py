@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -26,18 +27,25 @@ def random_n(suite: Suite, n: int, seed: int) -> Suite:
 
 
 def stratified_n(suite: Suite, n: int, seed: int, key: str) -> Suite:
-    """n items, allocated to strata (e.g. MMLU subjects) in proportion to their size.
+    """n items, allocated to strata (e.g. MMLU subjects) in proportion to their size."""
+    if n >= len(suite.samples):
+        return suite
+    keep = stratified_indices([str(s.metadata.get(key)) for s in suite.samples], n, seed)
+    return _with(suite, tuple(suite.samples[i] for i in keep), stratified_how(key, n, seed))
+
+
+def stratified_indices(keys: Sequence[str], n: int, seed: int) -> list[int]:
+    """The positions of n items stratified by ``keys``, in source order.
 
     Largest-remainder allocation makes the counts sum to exactly n; within a stratum, items
     are drawn by the seeded Generator. Every stratum with a positive share gets its items.
+    Works on the keys alone, so a loader can pick before it builds any prompt.
     """
-    if n >= len(suite.samples):
-        return suite
     strata: dict[str, list[int]] = defaultdict(list)
-    for i, s in enumerate(suite.samples):
-        strata[str(s.metadata.get(key))].append(i)
+    for i, k in enumerate(keys):
+        strata[k].append(i)
     names = sorted(strata)
-    total = len(suite.samples)
+    total = len(keys)
     quotas = {k: n * len(strata[k]) / total for k in names}
     alloc = {k: int(quotas[k]) for k in names}
     rest = n - sum(alloc.values())
@@ -48,8 +56,11 @@ def stratified_n(suite: Suite, n: int, seed: int, key: str) -> Suite:
     for k in names:
         if alloc[k]:
             keep.extend(int(i) for i in rng.choice(strata[k], size=alloc[k], replace=False))
-    chosen = tuple(suite.samples[i] for i in sorted(keep))
-    return _with(suite, chosen, f"stratified by {key} {n}, seed {seed}")
+    return sorted(keep)
+
+
+def stratified_how(key: str, n: int, seed: int) -> str:
+    return f"stratified by {key} {n}, seed {seed}"
 
 
 def _with(suite: Suite, samples: tuple[Sample, ...], how: str) -> Suite:
