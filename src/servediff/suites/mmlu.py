@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from servediff.suites.base import Score, Suite, file_sha256, jsonl_rows
-from servediff.suites.sampling import stratified_how, stratified_indices
 from servediff.types import Sample
 
 VERSION = "1"
@@ -104,6 +103,9 @@ def _suite(
         seen[slug] += 1
     keep: Sequence[int] = range(len(rows))
     if limit is not None and limit < len(rows):
+        # imported here: numpy is not needed by commands that never subsample
+        from servediff.suites.sampling import stratified_how, stratified_indices
+
         keep = stratified_indices([r[0] for r in rows], limit, seed)
         source = f"{source} ({stratified_how('subject', limit, seed)})"
     samples = tuple(_sample(ids[i], *rows[i]) for i in keep)
