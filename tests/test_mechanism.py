@@ -178,7 +178,7 @@ def test_drift_survival_and_precision() -> None:
     assert not precision([a], "float32").coarse
 
 
-def write_run(path: Any, label: str, tokens: list[str], tops: list[Any]) -> None:
+def write_run(path: Any, label: str, tokens: list[str], tops: list[Any] | None) -> None:
     from servediff.record import SuiteInfo, item_line, make_header
     from servediff.types import Completion, SamplingParams, TokenLogprob
 
@@ -191,7 +191,7 @@ def write_run(path: Any, label: str, tokens: list[str], tops: list[Any]) -> None
         suite=suite,
         concurrency=1,
     )
-    lps = [TokenLogprob(t, top[0][1], tuple(top)) for t, top in zip(tokens, tops)]
+    lps = None if tops is None else [TokenLogprob(t, top[0][1], tuple(top)) for t, top in zip(tokens, tops)]
     c = Completion(
         "x", text="".join(tokens), n_tokens=len(tokens), tokens=tokens, logprobs=lps, token_source="engine"
     )
@@ -236,3 +236,34 @@ def test_compare_reads_a_probe_record_and_the_threshold(tmp_path: Any) -> None:
     )
     assert main(["compare", str(a), str(b), str(probes), "--md", str(md), "--near-tie", "0.05"]) == 0
     assert "rank change" in md.read_text()
+
+
+def test_probe_records_merge_per_side_and_match_either_orientation(tmp_path: Any) -> None:
+    """An experiment writes one probe record per side; compare merges them, and a pair built the
+    other way round (files given in another order) still finds them, sides swapped."""
+    import json
+
+    from servediff.cli import main
+    from servediff.compare.probe import PROBE_RECORD
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    # no logprobs recorded in the runs: every number must come from the probes
+    write_run(a, "stock", ["The", " cat"], None)
+    write_run(b, "tuned", ["The", " car"], None)
+    ref = {"label": "stock", "repeat": 1, "path": str(a), "fingerprint": "f"}
+    head = {"record": PROBE_RECORD, "tool_version": "0", "created": "now", "suite": "s", "a": ref,
+            "b": {**ref, "label": "tuned", "path": str(b)}, "engines": {}, "k": 2}  # fmt: skip
+    tops = {"a": [[" cat", -0.60], [" car", -0.68]], "b": [[" car", -0.60], [" cat", -0.75]]}
+    for side, top in tops.items():
+        line = {"item_id": "x", "side": side, "token_index": 1, "top": top, "method": "replay"}
+        (tmp_path / f"p.{side}.jsonl").write_text(
+            json.dumps({**head, "sides": side}) + "\n" + json.dumps(line) + "\n"
+        )
+    md = tmp_path / "r.md"
+    probes = [str(tmp_path / "p.a.jsonl"), str(tmp_path / "p.b.jsonl")]
+    assert main(["compare", str(a), str(b), *probes, "--md", str(md)]) == 0
+    row = next(x for x in md.read_text().splitlines() if x.startswith("| x | 1 |"))
+    assert "0.0800 | 0.1500 |" in row and "near-tie flip" in row
+    assert main(["compare", str(b), str(a), *probes, "--md", str(md)]) == 0  # tuned is A now
+    row = next(x for x in md.read_text().splitlines() if x.startswith("| x | 1 |"))
+    assert "0.1500 | 0.0800 |" in row and "rank change" in row

@@ -357,6 +357,9 @@ def matching_probes(pair: PairResult, probes: Sequence[ProbeSet]) -> ProbeSet | 
     ka = (pair.a_run.label, pair.a_run.header.repeat)
     kb = (pair.b_run.label, pair.b_run.header.repeat)
     found = [p for p in probes if p.suite == pair.suite and (p.a, p.b) == (ka, kb)]
+    # A record of (B, A) measures the same divergences: compare may pair the runs the other way
+    # round than they were probed (its pairs follow the order of the files it is given).
+    found += [_swapped(p) for p in probes if p.suite == pair.suite and (p.a, p.b) == (kb, ka)]
     if len(found) <= 1:
         return found[0] if found else None
     # One record per side (an experiment probes each configuration while it is up): merged.
@@ -369,6 +372,17 @@ def matching_probes(pair: PairResult, probes: Sequence[ProbeSet]) -> ProbeSet | 
         template_source=next((p.template_source for p in found if p.template_source), None),
         entries=entries,
     )
+
+
+def _swapped(ps: ProbeSet) -> ProbeSet:
+    flip = {"a": "b", "b": "a"}
+    entries = {
+        (item, flip[side]): dataclasses.replace(
+            e, side=flip[side], tokens=(e.tokens[1], e.tokens[0]) if e.tokens else None
+        )
+        for (item, side), e in ps.entries.items()
+    }
+    return dataclasses.replace(ps, a=ps.b, b=ps.a, entries=entries)
 
 
 def measure_pair(

@@ -6,6 +6,7 @@ servediff compare runs/*.jsonl runs/probes.jsonl --md report.md
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections import Counter
 from typing import Any
 
@@ -143,7 +144,7 @@ def _counts(m: PairMechanism) -> str:
     parts = [f"{c[k]} {k}" for k in (NEAR_TIE, RANK_CHANGE, UNEXPLAINED)]
     line = f"- **{len(m.explanations)} divergence(s):** " + ", ".join(parts)
     if gaps:
-        mid, top = gaps[len(gaps) // 2], gaps[-1]
+        mid, top = statistics.median(gaps), gaps[-1]  # an even count: the mean of the middle two
         line += f"; A's top-2 gap at the divergence: median {mid:.3f}, max {top:.3f} nats"
     return line + f" (near-tie threshold {m.threshold:g} nats)."
 
