@@ -82,6 +82,11 @@ def is_probe_record(path: Path) -> bool:
 
 
 def read_probes(path: Path) -> ProbeSet:
+    return _read(path)[1]
+
+
+def _read(path: Path) -> tuple[ProbeHeader, ProbeSet]:
+    """The header as written (run fingerprints, sides) and the record as compare uses it."""
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     try:
         head = ProbeHeader.model_validate_json(lines[0])
@@ -101,7 +106,7 @@ def read_probes(path: Path) -> ProbeSet:
         )
         for p in parsed
     }
-    return ProbeSet(
+    return head, ProbeSet(
         str(path),
         head.suite,
         (head.a.label, head.a.repeat),
@@ -220,12 +225,9 @@ def divergence_points(a_run: Run, b_run: Run) -> list[tuple[Point, Item, Item]]:
 def probes_complete(path: Path, runs: tuple[Run, Run], sides: str, k: int) -> bool:
     """True when ``path`` probed exactly these runs (same fingerprints, as finished now) at this k,
     on these sides, with an error-free line at every divergence: what resume may reuse."""
-    if not Path(path).is_file() or not is_probe_record(path):
-        return False
     try:
-        head = ProbeHeader.model_validate_json(Path(path).read_text(encoding="utf-8").splitlines()[0])
-        done = read_probes(path)
-    except (ValidationError, RecordError, IndexError):
+        head, done = _read(path)
+    except (OSError, UnicodeDecodeError, RecordError):
         return False
     # The fingerprint names a run; the path it was read from is not part of its identity.
     if (head.a.fingerprint, head.b.fingerprint, head.k, head.sides) != (
@@ -313,19 +315,11 @@ def _line(
 def diverging_tokens(prober: Prober, p: Point, a: Item, b: Item) -> tuple[str | None, str | None] | None:
     """The texts of the two diverging tokens, from a server's detokenizer, when the runs hold
     only retokenized ids (no token texts): without them the probe's top-k cannot be matched."""
-    detokenize = getattr(getattr(prober, "engine", None), "detokenize", None)
-    if p.alignment != "token ids (retokenized)" or detokenize is None or p.index is None:
+    from servediff.engines.template import TemplateProber
+
+    if p.alignment != "token ids (retokenized)" or p.index is None or not isinstance(prober, TemplateProber):
         return None
-
-    def token(ids: list[int] | None) -> str | None:
-        if ids is None or p.index is None or p.index >= len(ids):
-            return None  # the sequence ended here
-        before, through = detokenize(ids[: p.index]), detokenize(ids[: p.index + 1])
-        if before is None or through is None or not through.startswith(before):
-            return None
-        return str(through[len(before) :])
-
     try:
-        return token(a.token_ids), token(b.token_ids)
+        return prober.diverging_tokens(a.token_ids, b.token_ids, p.index)
     except Exception:  # the names are a help for matching; the probe itself still counts
         return None

@@ -86,16 +86,14 @@ class TemplateProber:
         self.engine = engine  # an HTTPEngine (anything with probe_text and identity)
         self.template = template
         self.replay = replay
-        self.rebuilt = False
 
-    def _pieces(self, ids: list[int], fallback: str) -> tuple[str, list[str] | None]:
+    def _rebuild(self, ids: list[int]) -> tuple[str, list[str] | None] | None:
         """The prefix text of ``ids`` and, for replay, its text token by token (each piece is the
-        growth of the decoded prefix, so a character split across tokens is never cut)."""
-        self.rebuilt = False
+        growth of the decoded prefix, so a character split across tokens is never cut); None
+        when the server cannot detokenize."""
         whole = self.engine.detokenize(ids)
         if whole is None:
-            return fallback, None
-        self.rebuilt = True
+            return None
         if not self.replay:
             return whole, None
         pieces, done = [], ""
@@ -106,6 +104,25 @@ class TemplateProber:
             pieces.append(text[len(done) :])
             done = text
         return whole, pieces
+
+    def diverging_tokens(
+        self, a_ids: Sequence[int] | None, b_ids: Sequence[int] | None, index: int
+    ) -> tuple[str | None, str | None] | None:
+        """The text of token ``index`` of each side, as the server detokenizes it (None: that
+        sequence ended there); None when the server cannot detokenize."""
+        detokenize = getattr(self.engine, "detokenize", None)
+        if detokenize is None:
+            return None
+
+        def token(ids: Sequence[int] | None) -> str | None:
+            if ids is None or index >= len(ids):
+                return None  # the sequence ended here
+            before, through = detokenize(list(ids[:index])), detokenize(list(ids[: index + 1]))
+            if before is None or through is None or not through.startswith(before):
+                return None
+            return str(through[len(before) :])
+
+        return token(a_ids), token(b_ids)
 
     def identity(self) -> dict[str, Any]:
         ident: dict[str, Any] = self.engine.identity()
@@ -127,11 +144,14 @@ class TemplateProber:
         else:
             prompt = sample.prompt or ""
         how = ""
+        rebuilt = None
         if prefix_pieces is None and prefix_ids is not None and hasattr(self.engine, "detokenize"):
             # Token ids without their texts (ids the server retokenized after the run): the
             # shared characters can end inside the diverging token, so the prefix is rebuilt
             # from the ids, on a token boundary.
-            prefix_text, prefix_pieces = self._pieces(list(prefix_ids), prefix_text)
+            rebuilt = self._rebuild(list(prefix_ids))
+            if rebuilt is not None:
+                prefix_text, prefix_pieces = rebuilt
         if self.replay and prefix_pieces is not None:
             text = prompt
             for piece in prefix_pieces:  # the answers are not needed: these requests fill the cache
@@ -140,6 +160,6 @@ class TemplateProber:
             how = "http: /v1/completions replayed token by token (one request per prefix token)"
         result: ProbeResult = self.engine.probe_text(prompt + prefix_text, k)
         source = "" if sample.messages is None or self.template is None else f"; {self.template.source}"
-        if self.rebuilt:
+        if rebuilt is not None:
             source += "; prefix rebuilt from the server's token ids"
         return ProbeResult(result.top, (how or result.method) + source, result.ids)

@@ -31,7 +31,7 @@ from servediff.experiment.lifecycle import Placeholders, RunningServer, get_text
 from servediff.experiment.probing import ProbeSlot, pending, plan_probes, probe_slot
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
-from servediff.record import RecordError, read_header, read_run
+from servediff.record import RecordError, Run, read_header, read_run
 from servediff.runner import RunPlan, RunResult, execute
 from servediff.suites import Suite, SuiteOptions, load_suite
 from servediff.types import SamplingParams
@@ -280,7 +280,7 @@ def run_configuration(
     with session(exp, config) as live:
         for slot in todo:
             run_slot(exp, live, slot, suites[slot.suite.name], outcome, progress)
-        take_probes(live, [p for p in probes if pending(p, exp.probes.k)], outcome, progress)
+        take_probes(live, due(probes, exp.probes.k), outcome, progress)
 
 
 def run_slot(
@@ -315,9 +315,16 @@ def run_slot(
     )
 
 
-def take_probes(live: Session, probes: list[ProbeSlot], outcome: Outcome, progress: bool) -> None:
-    for slot in probes:
-        written, failed = probe_slot(live, slot, progress)
+def due(probes: list[ProbeSlot], k: int) -> list[tuple[ProbeSlot, tuple[Run, Run]]]:
+    """The probes that still need taking, each with the pair's runs (read once)."""
+    return [(p, runs) for p in probes if (runs := pending(p, k)) is not None]
+
+
+def take_probes(
+    live: Session, work: list[tuple[ProbeSlot, tuple[Run, Run]]], outcome: Outcome, progress: bool
+) -> None:
+    for slot, runs in work:
+        written, failed = probe_slot(live, slot, runs, progress)
         outcome.probed.append(slot.path)
         outcome.probe_errors += failed
         _say(f"[{slot.config.label}] probed {slot.name}: {written} divergence(s), {failed} failed")
@@ -371,7 +378,7 @@ def run_experiment(exp: Experiment, progress: bool = True) -> Outcome:
             run_configuration(exp, config, mine, theirs, suites, outcome, progress)
         # The control's side of each pair could only be probed once the others had run.
         for config in ordered(exp):
-            left = [p for p in probes if p.config.label == config.label and pending(p, exp.probes.k)]
+            left = due([p for p in probes if p.config.label == config.label], exp.probes.k)
             if left:
                 _say(f"[{config.label}] started again to probe its side of {len(left)} pair(s)")
                 with session(exp, config) as live:

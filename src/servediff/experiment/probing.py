@@ -72,19 +72,18 @@ def runs_of(slot: ProbeSlot) -> tuple[Run, Run] | None:
         return None
 
 
-def pending(slot: ProbeSlot, k: int) -> bool:
-    """Runnable and not already done: both runs exist, they diverge somewhere (no engine is
-    started to measure nothing), and the record is missing or stale."""
+def pending(slot: ProbeSlot, k: int) -> tuple[Run, Run] | None:
+    """The pair's runs when this side is runnable and not already done: both runs exist, they
+    diverge somewhere (no engine is started to measure nothing), and the record is missing or
+    stale; else None. The runs are returned so the probe does not read them again."""
     runs = runs_of(slot)
     if runs is None or not divergence_points(*runs):
-        return False
-    return not probes_complete(slot.path, runs, slot.side, k)
+        return None
+    return None if probes_complete(slot.path, runs, slot.side, k) else runs
 
 
-def probe_slot(live: Session, slot: ProbeSlot, progress: bool) -> tuple[int, int]:
+def probe_slot(live: Session, slot: ProbeSlot, runs: tuple[Run, Run], progress: bool) -> tuple[int, int]:
     """Probe one side with the live engine of its configuration; (probes written, failed)."""
-    runs = runs_of(slot)
-    assert runs is not None
     points = divergence_points(*runs)
     prober, identity, template_source = live.prober(slot.a if slot.side == "a" else slot.b, points)
     try:
