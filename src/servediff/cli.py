@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from servediff import __version__
 
 if TYPE_CHECKING:
-    from servediff.compare.study import Study
     from servediff.engines import Engine
     from servediff.engines.hf_knobs import HFKnobs
     from servediff.engines.knobs import LlamaKnobs
@@ -452,26 +451,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from servediff.compare.probe import is_probe_record, read_probes
-    from servediff.compare.study import build_study
-    from servediff.record import read_run
-    from servediff.report.markdown import render, summary_json
+    from servediff.report import render
+    from servediff.report.assembly import build
+    from servediff.report.options import load
 
     if not 0 < args.margin < 1:
         raise UsageError("--margin is a fraction of items, e.g. 0.01 for 1 pp")
-    runs = [read_run(p) for p in args.runs if not is_probe_record(p)]
+    study, options = load(
+        args.runs, force=args.force, title=args.title, near_tie=args.near_tie, margin=args.margin
+    )
     # The records stay alive to the end: moving them out of the cyclic GC's view keeps its
-    # full collections from re-scanning 100,000s of items while the study and report allocate.
+    # full collections from re-scanning 100,000s of items while the report model allocates.
     gc.freeze()
-    study = build_study(runs, force=args.force)
-    study.probes = [read_probes(p) for p in args.runs if is_probe_record(p)]
-    study.near_tie = args.near_tie
-    study.margin = args.margin
-    md = render(study, title=args.title)
+    report = build(study, options)
+    md = render.markdown(report)
     if args.md:
         args.md.parent.mkdir(parents=True, exist_ok=True)
         args.md.write_text(md, encoding="utf-8")
-    print(json.dumps(summary_json(study), indent=2) if args.json else md)
+    print(json.dumps(render.summary(report), indent=2) if args.json else md)
     return 0
 
 
@@ -531,24 +528,23 @@ def _header_knobs(run: Run) -> LlamaKnobs:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from servediff.compare.probe import is_probe_record, read_probes
-    from servediff.compare.study import build_study
-    from servediff.record import read_run
-    from servediff.report import html, markdown
+    from servediff.report import render
+    from servediff.report.assembly import build
+    from servediff.report.options import load
 
     if not 0 < args.margin < 1:
         raise UsageError("--margin is a fraction of items, e.g. 0.01 for 1 pp")
-    # The same study compare builds: runs, probe records beside them, the two thresholds.
-    study = build_study([read_run(p) for p in args.runs if not is_probe_record(p)], force=args.force)
-    study.probes = [read_probes(p) for p in args.runs if is_probe_record(p)]
-    study.near_tie, study.margin = args.near_tie, args.margin
+    # The same study and model compare builds: runs, probe records beside them, the two thresholds.
+    report = build(
+        *load(args.runs, force=args.force, title=args.title, near_tie=args.near_tie, margin=args.margin)
+    )
     if not (args.html or args.md):
-        print(markdown.render(study, title=args.title))
+        print(render.markdown(report))
         return 0
-    for path, text in ((args.html, html.render), (args.md, markdown.render)):
+    for path, text in ((args.html, render.html), (args.md, render.markdown)):
         if path:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text(study, title=args.title), encoding="utf-8")
+            path.write_text(text(report), encoding="utf-8")
             print(f"wrote {path}")
     return 0
 
@@ -610,7 +606,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from servediff.experiment import run_experiment
     from servediff.experiment.builtin import demo_experiment
-    from servediff.report.markdown import summary
 
     if args.engine == "hf":
         return _hf_demo(args)
@@ -622,15 +617,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
         model_path=args.model_path,
     )
     t0 = time.perf_counter()
-    return _finish_experiment(run_experiment(exp, progress=not args.no_progress), t0, summary)
+    return _finish_experiment(run_experiment(exp, progress=not args.no_progress), t0, summary=True)
 
 
 def _hf_demo(args: argparse.Namespace) -> int:
     from servediff.hfstudy import HFStudyOptions, run_hf_study
-    from servediff.report.markdown import summary
+    from servediff.report.render import markdown_summary
 
     out = args.out if args.out != Path("servediff-demo") else Path("servediff-hf")
-    study, report = run_hf_study(
+    model, report = run_hf_study(
         HFStudyOptions(
             out=out,
             max_tokens=args.max_tokens,
@@ -645,7 +640,7 @@ def _hf_demo(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
         )
     )
-    print("\n".join(summary(study)))
+    print(markdown_summary(model))
     print(f"Full report: {report}")
     return 0
 
@@ -675,16 +670,16 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     return _finish_experiment(run_experiment(exp, progress=not args.no_progress))
 
 
-def _finish_experiment(
-    outcome: Outcome, t0: float | None = None, summary: Callable[[Study], list[str]] | None = None
-) -> int:
+def _finish_experiment(outcome: Outcome, t0: float | None = None, summary: bool = False) -> int:
     """What both `experiment` and `demo` print at the end, and the exit code: 2 when items or
     probes failed (recorded as errors; a re-run retries them), 1 when a claimed feature is
     flagged as not engaged, else 0."""
     import time
 
-    if summary is not None and outcome.study is not None:
-        print("\n".join(summary(outcome.study)))
+    if summary and outcome.model is not None:
+        from servediff.report.render import markdown_summary
+
+        print(markdown_summary(outcome.model))
     took = f" in {time.perf_counter() - t0:.0f} s" if t0 is not None else ""
     print(
         f"{len(outcome.ran)} run(s) made, {len(outcome.skipped)} already complete, "

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from servediff.compare.divergence import find_divergence
-from servediff.compare.study import Study, side
+from servediff.compare.study import Study
 from servediff.record import Item, Run
-from servediff.report.scores import subject
+from servediff.report.assembly import subject
 
 COLUMNS = (
     "suite", "label", "repeat", "item_id", "error", "text", "sha256", "n_tokens", "finish_reason",
@@ -34,7 +34,7 @@ class ExportError(ValueError):
 def _against(item: Item, ref: Item | None) -> tuple[bool | None, int | None, int | None]:
     if ref is None or item.error or ref.error:
         return None, None, None
-    d = find_divergence(item.id, side(ref), side(item))
+    d = find_divergence(item.id, ref, item)
     return (True, None, None) if d is None else (False, d.char_index, d.token_index)
 
 

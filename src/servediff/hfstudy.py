@@ -23,7 +23,10 @@ from typing import Any
 from servediff.compare.study import Study, build_study
 from servediff.engines.hf_knobs import HFKnobs
 from servediff.record import read_run
-from servediff.report.markdown import SECTIONS, limitations, render, summary_json
+from servediff.report import render
+from servediff.report.assembly import build
+from servediff.report.model import Report
+from servediff.report.options import ReportOptions
 from servediff.runner import RunPlan, execute
 from servediff.suites import Suite, SuiteOptions, load_suite
 from servediff.types import SamplingParams
@@ -114,7 +117,7 @@ def _finished(path: Path, suite: Suite) -> bool:
     return path.is_file() and len(read_run(path).done_ids()) == len(suite.samples)
 
 
-def run_hf_study(opts: HFStudyOptions) -> tuple[Study, Path]:
+def run_hf_study(opts: HFStudyOptions) -> tuple[Report, Path]:
     """Run (or resume) every configuration, then write the report. Resuming skips a configuration
     whose record is complete and whose direct timing (if asked for) is already in direct.json."""
     t0 = time.perf_counter()
@@ -136,30 +139,30 @@ def run_hf_study(opts: HFStudyOptions) -> tuple[Study, Path]:
             direct = [d for d in direct if d["label"] != label] + [timing]
             direct_file.write_text(json.dumps(direct, indent=2), encoding="utf-8")
         print(f"{label} #{repeat}: done at {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    study, report = write_report(paths, opts.out)
+    model, report = write_report(paths, opts.out)
     print(f"hf study finished in {time.perf_counter() - t0:.0f} s; report: {report}", file=sys.stderr)
-    return study, report
+    return model, report
 
 
 def reference_study(paths: Sequence[Path]) -> Study:
     """The study with pairs restricted to (reference, other): one row per knob changed."""
     study = build_study([read_run(p) for p in paths])
-    study.pairs = [p for p in study.pairs if p.a == study.configurations[0].label]
-    return study
+    reference = study.configurations[0].label
+    pairs = tuple(p for p in study.pairs if p.a == reference)
+    return Study(study.configurations, study.controls, pairs, study.warnings)
 
 
-def write_report(paths: Sequence[Path], out: Path) -> tuple[Study, Path]:
+def write_report(paths: Sequence[Path], out: Path) -> tuple[Report, Path]:
     """Render OUT/report.md from the records (and OUT/direct.json when present)."""
-    from servediff.report.gaps import gap_section
     from servediff.report.throughput import hardware_section, throughput_section
 
     study = reference_study(paths)
     direct_file = out / "direct.json"
     direct = json.loads(direct_file.read_text(encoding="utf-8")) if direct_file.is_file() else []
-    ours = [hardware_section, gap_section, throughput_section(direct)]
-    sections = [*(s for s in SECTIONS if s is not limitations), *ours, limitations]
-    report = out / "report.md"
     title = "Does the transformers configuration change greedy output?"
-    report.write_text(render(study, title=title, sections=sections), encoding="utf-8")
-    (out / "summary.json").write_text(json.dumps(summary_json(study), indent=2), encoding="utf-8")
-    return study, report
+    model = build(study, ReportOptions(title=title))
+    extra = [*hardware_section(study), *throughput_section(direct)(study)]
+    report = out / "report.md"
+    report.write_text(render.markdown(model) + "\n" + "\n".join(extra), encoding="utf-8")
+    (out / "summary.json").write_text(json.dumps(render.summary(model), indent=2), encoding="utf-8")
+    return model, report

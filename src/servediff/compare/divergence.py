@@ -1,6 +1,10 @@
 """Where two completions of the same item part ways: first differing character and token.
 
-Pure functions on strings and token lists; ``servediff compare`` calls them per item pair.
+    servediff compare runs/*.jsonl --md report.md
+
+The one token alignment every part of servediff uses (identity tables, mechanism, hazard,
+probes, export): engine token ids beat engine token texts beat ids the server retokenized.
+Pure functions on record items.
 """
 
 from __future__ import annotations
@@ -8,29 +12,50 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from servediff.record import Item
+
 CONTEXT_CHARS = 60
+
+ENGINE_IDS = "token ids (engine)"
+ENGINE_TEXTS = "token text (engine)"
+RETOKENIZED_IDS = "token ids (retokenized)"
+NO_TOKENS = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """The first differing token of one item. A token of None is the end of the sequence;
+    an index of None means neither run holds token data to locate it."""
+
+    item_id: str
+    index: int | None
+    a_token: str | None
+    b_token: str | None
+    a_id: int | None
+    b_id: int | None
+    alignment: str  # ENGINE_IDS, ENGINE_TEXTS, RETOKENIZED_IDS or NO_TOKENS
 
 
 @dataclass(frozen=True, slots=True)
 class Divergence:
     item_id: str
     char_index: int  # first differing character (== len of the shorter text if one is a prefix)
-    token_index: int | None  # first differing token; None when neither run has token data
-    token_source: str | None  # "token_ids", "tokens" (aligned on token text), or None
+    token: Point  # first differing token
     prefix_tail: str  # the last CONTEXT_CHARS characters both texts share
     a_next: str  # what A says next
     b_next: str
     a_tokens: int | None
     b_tokens: int | None
 
+    @property
+    def token_index(self) -> int | None:
+        return self.token.index
+
 
 def first_difference(a: Sequence[object], b: Sequence[object]) -> int:
     """Index of the first position where a and b differ; len(shorter) if one prefixes the other."""
     n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
+    return next((i for i in range(n) if a[i] != b[i]), n)
 
 
 def first_char_difference(a: str, b: str) -> int:
@@ -48,46 +73,47 @@ def first_char_difference(a: str, b: str) -> int:
     return lo
 
 
-def token_index_from_text(tokens: Sequence[str], char_index: int) -> int:
-    """The token that contains character ``char_index`` when ``tokens`` concatenate to the text."""
-    pos = 0
-    for i, t in enumerate(tokens):
-        pos += len(t)
-        if pos > char_index:
-            return i
-    return len(tokens)
+def token_texts(item: Item) -> list[str] | None:
+    """The engine's own token texts: from the logprobs when recorded (always the generated
+    tokens), else ``tokens``. Retokenized ids are not texts of generation."""
+    if item.logprobs is not None:
+        return [lp[0] for lp in item.logprobs]
+    return item.tokens
 
 
-@dataclass(frozen=True, slots=True)
-class Side:
-    """One configuration's completion of an item, as much as the record holds."""
-
-    text: str
-    token_ids: Sequence[int] | None = None
-    tokens: Sequence[str] | None = None
-    n_tokens: int | None = None
-
-
-def find_divergence(item_id: str, a: Side, b: Side) -> Divergence | None:
-    """None when the texts are byte-identical; otherwise where and how they part."""
+def first_token(item_id: str, a: Item, b: Item) -> Point | None:
+    """None when the texts are identical. Engine ids beat engine texts beat retokenized ids."""
     if a.text == b.text:
         return None
-    c = first_char_difference(a.text, b.text)
-    t: int | None
-    if a.token_ids is not None and b.token_ids is not None:
-        t, source = first_difference(a.token_ids, b.token_ids), "token_ids"
-    elif a.tokens is not None and b.tokens is not None:
-        t, source = first_difference(a.tokens, b.tokens), "tokens"
-    elif a.tokens is not None or b.tokens is not None:
-        # One side has token text: the token that holds the first differing character.
-        t, source = token_index_from_text(a.tokens or b.tokens or [], c), "tokens (one side)"
+    ta, tb = token_texts(a), token_texts(b)
+    engine_ids = a.token_source == b.token_source == "engine"
+    if engine_ids and a.token_ids is not None and b.token_ids is not None:
+        i, how = first_difference(a.token_ids, b.token_ids), ENGINE_IDS
+    elif ta is not None and tb is not None:
+        i, how = first_difference(ta, tb), ENGINE_TEXTS
+    elif a.token_ids is not None and b.token_ids is not None:
+        i, how = first_difference(a.token_ids, b.token_ids), RETOKENIZED_IDS
     else:
-        t, source = None, None
+        return Point(item_id, None, None, None, None, None, NO_TOKENS)
+
+    def at(seq: Sequence[object] | None) -> object | None:
+        return seq[i] if seq is not None and i < len(seq) else None
+
+    ids_ok = engine_ids or how == RETOKENIZED_IDS
+    a_id, b_id = (at(a.token_ids), at(b.token_ids)) if ids_ok else (None, None)
+    return Point(item_id, i, at(ta), at(tb), a_id, b_id, how)  # type: ignore[arg-type]
+
+
+def find_divergence(item_id: str, a: Item, b: Item) -> Divergence | None:
+    """None when the texts are byte-identical; otherwise where and how they part."""
+    point = first_token(item_id, a, b)
+    if point is None:
+        return None
+    c = first_char_difference(a.text, b.text)
     return Divergence(
         item_id=item_id,
         char_index=c,
-        token_index=t,
-        token_source=source,
+        token=point,
         prefix_tail=a.text[max(0, c - CONTEXT_CHARS) : c],
         a_next=a.text[c : c + CONTEXT_CHARS],
         b_next=b.text[c : c + CONTEXT_CHARS],

@@ -76,3 +76,18 @@ def survival(times: Iterable[tuple[int, bool]]) -> tuple[int, int]:
         exposure += tokens
         events += int(diverged)
     return events, exposure
+
+
+def kaplan_meier(times: Iterable[tuple[int, bool]]) -> tuple[list[float], list[float]]:
+    """The step function S(x) = P(the first x tokens are identical), at x = 0 and at each event.
+
+    ``times`` are (tokens at risk, diverged) as for ``survival``: a divergence at token t (0-based)
+    is an event at t + 1; an identical pair is censored at its length."""
+    pairs = sorted(times)
+    xs, ys, surv = [0.0], [1.0], 1.0
+    for t in sorted({t for t, e in pairs if e}):
+        at_risk = sum(1 for u, _ in pairs if u >= t)
+        surv *= 1.0 - sum(1 for u, e in pairs if e and u == t) / at_risk
+        xs.append(float(t))
+        ys.append(surv)
+    return xs, ys

@@ -12,6 +12,7 @@ Classes (threshold in nats, default 0.1):
   near-tie flip  both sides rank the same two tokens on top and A's gap is below the threshold
   rank change    a larger gap, but each side's token is in the other side's top-k
   unexplained    the other side's token is outside the top-k, or no logprobs were obtainable
+  not measured   the records hold no token data, so there is no token to measure at
 """
 
 from __future__ import annotations
@@ -21,34 +22,21 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from servediff.compare import hazard as hz
+from servediff.compare.divergence import Point, token_texts
+from servediff.compare.study import PairResult
 from servediff.record import Item
-
-if TYPE_CHECKING:
-    from servediff.compare.study import PairResult
 
 NEAR_TIE = "near-tie flip"
 RANK_CHANGE = "rank change"
 UNEXPLAINED = "unexplained"
+NOT_MEASURED = "not measured"  # no token data: the divergence cannot be located on a token
+CLASSES = (NEAR_TIE, RANK_CHANGE, UNEXPLAINED, NOT_MEASURED)
 RECORDED = "recorded during the run"
 DEFAULT_THRESHOLD = 0.1
-
-
-@dataclass(frozen=True, slots=True)
-class Point:
-    """The first differing token of one item. A token of None is the end of the sequence."""
-
-    item_id: str
-    index: int | None
-    a_token: str | None
-    b_token: str | None
-    a_id: int | None
-    b_id: int | None
-    alignment: str  # "token ids (engine)", "token text (engine)", "token ids (retokenized)", "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,43 +95,6 @@ class Drift:
     median: float
     p99: float
     max: float
-
-
-# --- where ------------------------------------------------------------------------------------
-def _first(a: Sequence[object], b: Sequence[object]) -> int:
-    n = min(len(a), len(b))
-    return next((i for i in range(n) if a[i] != b[i]), n)
-
-
-def token_texts(item: Item) -> list[str] | None:
-    """The engine's own token texts: from the logprobs when recorded (always the generated
-    tokens), else ``tokens``. Retokenized ids are not texts of generation."""
-    if item.logprobs is not None:
-        return [lp[0] for lp in item.logprobs]
-    return item.tokens
-
-
-def first_token(item_id: str, a: Item, b: Item) -> Point | None:
-    """None when the texts are identical. Engine ids beat engine texts beat retokenized ids."""
-    if a.text == b.text:
-        return None
-    ta, tb = token_texts(a), token_texts(b)
-    engine_ids = a.token_source == b.token_source == "engine"
-    if engine_ids and a.token_ids is not None and b.token_ids is not None:
-        i, how = _first(a.token_ids, b.token_ids), "token ids (engine)"
-    elif ta is not None and tb is not None:
-        i, how = _first(ta, tb), "token text (engine)"
-    elif a.token_ids is not None and b.token_ids is not None:
-        i, how = _first(a.token_ids, b.token_ids), "token ids (retokenized)"
-    else:
-        return Point(item_id, None, None, None, None, None, "none")
-
-    def at(seq: Sequence[object] | None) -> object | None:
-        return seq[i] if seq is not None and i < len(seq) else None
-
-    ids_ok = engine_ids or how == "token ids (retokenized)"
-    a_id, b_id = (at(a.token_ids), at(b.token_ids)) if ids_ok else (None, None)
-    return Point(item_id, i, at(ta), at(tb), a_id, b_id, how)  # type: ignore[arg-type]
 
 
 # --- which numbers -----------------------------------------------------------------------------
@@ -216,7 +167,7 @@ def explain(
 ) -> Explanation:
     """Recorded logprobs when the run has them (the very logits that chose), else the probe."""
     if p.index is None:
-        return Explanation(p, None, None, UNEXPLAINED, None, None, "no token data: cannot locate the token")
+        return Explanation(p, None, None, NOT_MEASURED, None, None, "no token data: cannot locate the token")
     index = p.index
     if p.alignment == "token ids (retokenized)":
         # The runs hold no token texts; a probe that asked the server's detokenizer knows them.
@@ -351,6 +302,9 @@ class PairMechanism:
     no_token_data: int  # items left out of the hazard (no token counts)
     precision: Precision
     probe_path: str | None
+    # Per compared item with token data: (tokens at risk, diverged) — the hazard's input and the
+    # survival curve's, so the rate and the curve are one computation.
+    times: tuple[tuple[int, bool], ...] = ()
 
 
 def matching_probes(pair: PairResult, probes: Sequence[ProbeSet]) -> ProbeSet | None:
@@ -394,12 +348,13 @@ def measure_pair(
     deltas: list[float] = []
     times: list[tuple[int, bool] | None] = []
     used: list[Item] = []
+    points = {d.item_id: d.token for d in pair.divergences}  # the study's one token alignment
     for item_id in pair.a_run.header.suite.item_ids:
         ia, ib = pair.a_run.items.get(item_id), pair.b_run.items.get(item_id)
         if ia is None or ib is None or ia.error or ib.error:
             continue
         used += [ia, ib]
-        p = first_token(item_id, ia, ib)
+        p = points.get(item_id)
         times.append(survival_time(ia, ib, p))
         if p is None:
             deltas += shared_deltas(ia, ib, None)
@@ -420,4 +375,5 @@ def measure_pair(
         no_token_data=left_out,
         precision=precision(used, known_dtype([pair.a_run.header.engine, pair.b_run.header.engine])),
         probe_path=ps.path if ps else None,
+        times=tuple(t for t in times if t is not None),
     )

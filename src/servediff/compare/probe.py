@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from servediff import __version__
-from servediff.compare.divergence import first_char_difference
-from servediff.compare.mechanism import Point, ProbeEntry, ProbeSet, first_token, token_texts
+from servediff.compare.divergence import Point, first_char_difference, first_token, token_texts
+from servediff.compare.mechanism import ProbeEntry, ProbeSet
 from servediff.engines import Prober
 from servediff.record import Item, RecordError, Run
 from servediff.types import Sample

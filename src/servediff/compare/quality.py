@@ -140,12 +140,11 @@ def compare_scored(p: PairResult, margin: float) -> PairQuality:
     )
 
 
-def quality(study: Study) -> Quality:
+def quality(study: Study, margin: float) -> Quality:
     """Accuracy of every scored run, and every control and pair of scored runs.
 
-    ``study.margin`` is both the non-inferiority margin and the δ the sample sizes are for.
+    ``margin`` is both the non-inferiority margin and the δ the sample sizes are for.
     """
-    margin = study.margin
     runs = [r for c in study.configurations for r in c.runs if is_scored(r)]
     pairs = [p for p in [*study.controls, *study.pairs] if is_scored(p.a_run) and is_scored(p.b_run)]
     return Quality(

@@ -11,13 +11,12 @@ compared; errors are counted, never treated as a difference.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
 from pathlib import PurePath
 
-from servediff.compare.divergence import Divergence, Side, find_divergence
-from servediff.compare.mechanism import DEFAULT_THRESHOLD, ProbeSet
-from servediff.record import Item, Run
+from servediff.compare.divergence import Divergence, find_divergence
+from servediff.record import Run
 
 
 class CompareError(ValueError):
@@ -38,31 +37,29 @@ class PairResult:
     b_run: Run
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Configuration:
     suite: str
     label: str
-    runs: list[Run] = field(default_factory=list)
+    runs: tuple[Run, ...]  # repeats, by repeat number
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Study:
-    configurations: list[Configuration]
-    controls: list[PairResult]
-    pairs: list[PairResult]
-    warnings: list[str]
-    # Probe records (``servediff probe``) read beside the runs, and the near-tie threshold (nats).
-    probes: list[ProbeSet] = field(default_factory=list)
-    near_tie: float = DEFAULT_THRESHOLD
-    margin: float = 0.01  # non-inferiority margin for scored suites (compare --margin)
+    """What the records say, grouped and paired; report options travel separately."""
+
+    configurations: tuple[Configuration, ...]
+    controls: tuple[PairResult, ...]
+    pairs: tuple[PairResult, ...]
+    warnings: tuple[str, ...]
 
     @property
     def suites(self) -> list[str]:
         return list(dict.fromkeys(c.suite for c in self.configurations))
 
-
-def side(item: Item) -> Side:
-    return Side(item.text, item.token_ids, item.tokens, item.n_tokens)
+    @property
+    def comparisons(self) -> tuple[PairResult, ...]:
+        return (*self.controls, *self.pairs)
 
 
 def compare_runs(a: Run, b: Run, kind: str) -> PairResult:
@@ -74,7 +71,7 @@ def compare_runs(a: Run, b: Run, kind: str) -> PairResult:
             errors += 1
             continue
         total += 1
-        d = find_divergence(item_id, side(ia), side(ib))
+        d = find_divergence(item_id, ia, ib)
         if d is None:
             identical += 1
         else:
@@ -93,15 +90,15 @@ def compare_runs(a: Run, b: Run, kind: str) -> PairResult:
     )
 
 
-def group(runs: Iterable[Run]) -> list[Configuration]:
+def group(runs: Iterable[Run]) -> tuple[Configuration, ...]:
     """(suite, label) → its runs, in first-seen order, repeats sorted by repeat number."""
-    configs: dict[tuple[str, str], Configuration] = {}
+    by_key: dict[tuple[str, str], list[Run]] = {}
     for run in runs:
-        key = (run.header.suite.name, run.label)
-        configs.setdefault(key, Configuration(*key)).runs.append(run)
-    for c in configs.values():
-        c.runs.sort(key=lambda r: r.header.repeat)
-    return list(configs.values())
+        by_key.setdefault((run.header.suite.name, run.label), []).append(run)
+    return tuple(
+        Configuration(suite, label, tuple(sorted(rs, key=lambda r: r.header.repeat)))
+        for (suite, label), rs in by_key.items()
+    )
 
 
 def _model_key(run: Run) -> str:
@@ -145,5 +142,12 @@ def build_study(runs: Sequence[Run], force: bool = False) -> Study:
     for suite in dict.fromkeys(c.suite for c in configs):
         firsts = [c.runs[0] for c in configs if c.suite == suite]
         pairs.extend(compare_runs(a, b, "pair") for a, b in combinations(firsts, 2))
-    warnings = [f"forced despite: {p}" for p in found]
-    return Study(configurations=configs, controls=controls, pairs=pairs, warnings=warnings)
+    warnings = tuple(f"forced despite: {p}" for p in found)
+    return Study(configurations=configs, controls=tuple(controls), pairs=tuple(pairs), warnings=warnings)
+
+
+def without_pairs_of(study: Study, labels: Iterable[str]) -> Study:
+    """The study with no pair that involves these labels (their controls stay)."""
+    drop = set(labels)
+    kept = tuple(p for p in study.pairs if p.a not in drop and p.b not in drop)
+    return Study(study.configurations, study.controls, kept, study.warnings)

@@ -29,15 +29,17 @@ from servediff.engines import Engine
 from servediff.engines.profiles import PROFILES, Snapshot, flagged, verify_claims, vllm_snapshot
 from servediff.experiment.lifecycle import Placeholders, RunningServer, get_text, launched
 from servediff.experiment.probing import ProbeSlot, pending, plan_probes, probe_slot
+from servediff.experiment.reporting import write_report
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
 from servediff.record import RecordError, Run, read_header, read_run
+from servediff.report.model import Report
+from servediff.report.wording import flag_line
 from servediff.runner import RunPlan, RunResult, execute
 from servediff.suites import Suite, SuiteOptions, load_suite
 from servediff.types import SamplingParams
 
 if TYPE_CHECKING:
-    from servediff.compare.study import Study
     from servediff.engines.template import ChatTemplate
 
 
@@ -66,7 +68,7 @@ class Outcome:
     probed: list[Path] = dataclasses.field(default_factory=list)
     probe_errors: int = 0
     notes: list[str] = dataclasses.field(default_factory=list)
-    study: Study | None = None
+    model: Report | None = None  # what the report shows, for the CLI's closing summary
 
 
 def _say(message: str) -> None:
@@ -362,8 +364,6 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def run_experiment(exp: Experiment, progress: bool = True) -> Outcome:
-    from servediff.experiment.reporting import write_report
-
     suites = load_suites(exp)
     slots = plan_slots(exp)
     probes, notes = check_probe_templates(exp, plan_probes(exp, slots), suites)
@@ -383,9 +383,12 @@ def run_experiment(exp: Experiment, progress: bool = True) -> Outcome:
                 _say(f"[{config.label}] started again to probe its side of {len(left)} pair(s)")
                 with session(exp, config) as live:
                     take_probes(live, left, outcome, progress)
-    outcome.study, outcome.report, outcome.flags = write_report(
+    outcome.model = write_report(
         exp, [s.path for s in slots if s.path.is_file()], [p.path for p in probes if p.path.is_file()]
     )
+    if outcome.model is not None:
+        outcome.report = exp.output / "report.md"
+        outcome.flags = [flag_line(c) for c in outcome.model.flagged]
     return outcome
 
 

@@ -19,8 +19,9 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from servediff.report.evidence import Survival, hazard, kaplan_meier
-from servediff.report.scores import Accuracy, Matrix, SubjectAgreement
+from servediff.compare.hazard import kaplan_meier
+from servediff.compare.quality import Accuracy
+from servediff.report.model import Comparison, Matrix, Subjects
 
 WIDTH = 7.0  # inches; the page scales the SVG to its column
 CLASS_COLORS = {"near-tie flip": "#66bb6a", "rank change": "#ffa726", "unexplained": "#ef5350"}
@@ -41,28 +42,32 @@ def to_svg(fig: Figure, salt: str) -> str:
     return svg[svg.index("<svg") :]
 
 
-def survival_svg(curves: Sequence[Survival]) -> str:
+def survival_svg(curves: Sequence[Comparison]) -> str:
+    """Kaplan–Meier per pair from the same (tokens at risk, diverged) times as the hazard, with
+    the constant-hazard fit drawn only as far as that pair's longest observed completion: a suite
+    of 16-token answers says nothing about token 300."""
     fig = Figure(figsize=(WIDTH, 3.6))
     ax = fig.subplots()
-    horizon = max(max(s.durations) for s in curves) + 1
-    for n, s in enumerate(curves):
-        xs, ys = kaplan_meier(s)
+    horizon = max(max(t for t, _ in c.times) for c in curves) + 1
+    for n, c in enumerate(curves):
+        xs, ys = kaplan_meier(c.times)
         color = f"C{n % 10}"
-        xs_full = np.append(xs, horizon)
-        ys_full = np.append(ys, ys[-1])
-        ax.step(xs_full, ys_full, where="post", color=color, label=plain(f"{s.label} (Kaplan–Meier)"))
-        h = hazard(s)
+        seen = max(t for t, _ in c.times)
+        name = f"{c.a} vs {c.b} ({c.suite})"
+        ax.step([*xs, seen], [*ys, ys[-1]], where="post", color=color, label=plain(f"{name}, Kaplan–Meier"))
+        h = c.hazard
         if h is not None:
-            grid = np.linspace(0, horizon, 200)
+            grid = np.linspace(0, seen, 200)
+            rate, low, high = h.per_1000 / 1000, h.low_1000 / 1000, h.high_1000 / 1000
             ax.plot(
                 grid,
-                np.exp(-h.rate * grid),
+                np.exp(-rate * grid),
                 color=color,
                 linestyle="--",
                 linewidth=1,
-                label=plain(f"constant hazard {h.rate:.2g}/token [{h.lower:.2g}, {h.upper:.2g}]"),
+                label=plain(f"{name}, constant hazard {rate:.2g}/token [{low:.2g}, {high:.2g}]"),
             )
-            ax.fill_between(grid, np.exp(-h.upper * grid), np.exp(-h.lower * grid), color=color, alpha=0.12)
+            ax.fill_between(grid, np.exp(-high * grid), np.exp(-low * grid), color=color, alpha=0.12)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("tokens generated")
     ax.set_ylabel("share of items still identical")
@@ -73,8 +78,17 @@ def survival_svg(curves: Sequence[Survival]) -> str:
     return to_svg(fig, "survival")
 
 
-def gap_histogram_svg(gaps: Mapping[str, Sequence[float]], threshold: float | None = None) -> str:
+def gap_histogram_svg(pairs: Sequence[Comparison], threshold: float | None = None) -> str:
     """Stacked by class: near-tie flips sit left of the threshold by definition."""
+    gaps: dict[str, list[float]] = {}
+    for c in pairs:
+        for d in c.divergences:
+            if d.a is not None and d.a.gap is not None:
+                gaps.setdefault(d.cls, []).append(d.a.gap)
+    return _gap_histogram(gaps, threshold)
+
+
+def _gap_histogram(gaps: Mapping[str, Sequence[float]], threshold: float | None) -> str:
     fig = Figure(figsize=(WIDTH, 3.0))
     ax = fig.subplots()
     every = [g for values in gaps.values() for g in values]
@@ -101,19 +115,22 @@ def accuracy_svg(rows: Sequence[Accuracy]) -> str:
     fig = Figure(figsize=(WIDTH, 0.9 + 0.38 * len(rows)))
     ax = fig.subplots()
     y = np.arange(len(rows))[::-1]
-    values = np.array([r.value for r in rows])
-    err = np.array([[r.value - r.low for r in rows], [r.high - r.value for r in rows]])
+    values = np.array([r.accuracy for r in rows])
+    err = np.array([[r.accuracy - r.ci.low for r in rows], [r.ci.high - r.accuracy for r in rows]])
     suites = list(dict.fromkeys(r.suite for r in rows))
     colors = [f"C{suites.index(r.suite) % 10}" for r in rows]
     ax.barh(y, values, xerr=err, color=colors, alpha=0.8, capsize=3)
-    ax.set_yticks(y, [plain(f"{r.suite} · {r.label}  ({r.correct}/{r.n})") for r in rows], fontsize=8)
+    ax.set_yticks(
+        y, [plain(f"{r.suite} · {r.label} #{r.repeat}  ({r.correct}/{r.n})") for r in rows], fontsize=8
+    )
     ax.set_xlim(0, 1)
     ax.set_xlabel("accuracy (bars: 95 % Wilson interval)")
     ax.grid(axis="x", alpha=0.3)
     return to_svg(fig, "accuracy")
 
 
-def subject_agreement_svg(rows: Sequence[SubjectAgreement], title: str) -> str:
+def subject_agreement_svg(s: Subjects) -> str:
+    rows, title = s.rows, f"{s.suite}: {s.a} vs {s.b}"
     fig = Figure(figsize=(WIDTH, 0.9 + 0.22 * len(rows)))
     ax = fig.subplots()
     y = np.arange(len(rows))[::-1]
@@ -130,7 +147,7 @@ def agreement_matrix_svg(m: Matrix) -> str:
     k = len(m.labels)
     fig = Figure(figsize=(1.6 + 0.9 * k, 1.2 + 0.8 * k))
     ax = fig.subplots()
-    data = np.array(m.identical, dtype=float)
+    data = np.array([[math.nan if x is None else x for x in row] for row in m.identical], dtype=float)
     # pcolormesh, not imshow: vector cells, where imshow would embed a raster image that the
     # page's Content-Security-Policy (no images at all) blocks.
     edges = np.arange(k + 1) - 0.5

@@ -8,12 +8,13 @@ item's batch and that batch's wall time); tokens are the generated tokens up to 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from servediff.compare.study import Study
 from servediff.record import Run
-from servediff.report.markdown import Section
+
+Section = Callable[[Study], list[str]]
 
 
 def run_throughput(run: Run) -> tuple[int, float, float | None]:

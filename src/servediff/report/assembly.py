@@ -1,0 +1,403 @@
+"""Build the report model from (Study, ReportOptions): every number, once.
+
+    servediff report runs/*.jsonl --md report.md --html report.html
+
+Each comparison's token alignment comes from ``compare.divergence`` (one alignment), its gaps,
+classes, drift and hazard from ``compare.mechanism`` (one gap, one class, one hazard, one
+threshold: ``options.near_tie``), its quality from ``compare.quality``. Nothing here formats
+text; the renderers do nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+
+from servediff.compare import quality as q
+from servediff.compare.divergence import Divergence
+from servediff.compare.mechanism import (
+    CLASSES,
+    RECORDED,
+    Distribution,
+    Explanation,
+    PairMechanism,
+    measure_pair,
+)
+from servediff.compare.stats import wilson
+from servediff.compare.study import Configuration, PairResult, Study
+from servediff.record import Item, Run
+from servediff.report import experiment_view
+from servediff.report.model import (
+    SCHEMA_VERSION,
+    Changed,
+    Comparison,
+    DivergenceView,
+    Engine,
+    HazardView,
+    Horizon,
+    Matrix,
+    ProbeCheck,
+    QualityView,
+    Report,
+    Sampling,
+    Side,
+    SubjectAgreement,
+    Subjects,
+    SuiteMethod,
+    Tool,
+)
+from servediff.report.options import ReportOptions
+
+CHANCE = {"mmlu": 0.25}  # four options
+SUBJECT_KEYS = ("subject", "category")  # where a suite's items name their MMLU subject
+# A model whose name says it was tuned for chat answers raw prompts as text to continue.
+CHAT_MODEL = re.compile(r"instruct|chat|-it\b|\bit\b", re.IGNORECASE)
+
+LIMITATIONS = (
+    "Byte identity is about text, not quality: a divergence can be better, worse or equivalent. "
+    "Only a scored benchmark says whether accuracy moved.",
+    "Determinism is shown for these prompts, this hardware, these library versions and this request "
+    "order; another batch composition or machine can differ.",
+    "A control that is identical does not prove the engine is deterministic in general, only that it "
+    "was across these repeats.",
+    "Divergence positions depend on the prompts: longer completions give near-ties more chances to flip.",
+    "A gap computed from logprobs recorded during a run is that run's own view; a separate one-pass "
+    "probe is another computation with its own error.",
+    "Intervals are 95 % and per comparison: with many pairs, some will exclude the truth by chance.",
+)
+
+
+def build(study: Study, options: ReportOptions) -> Report:
+    return Report(
+        schema_version=SCHEMA_VERSION,
+        title=options.title,
+        near_tie=options.near_tie,
+        warnings=study.warnings,
+        engines=engines(study),
+        suites=tuple(suite_method(study, s) for s in study.suites),
+        method_notes=method_notes(study),
+        tool=tool(study.configurations[0].runs[0]),
+        comparisons=tuple(comparison(p, options) for p in study.comparisons),
+        quality=quality(study, options.margin),
+        matrices=matrices(study),
+        claims=experiment_view.claims(study),
+        sweeps=experiment_view.sweeps(study),
+        limitations=LIMITATIONS,
+    )
+
+
+# --- method -----------------------------------------------------------------------------------
+def prompt_form(run: Run) -> str:
+    first = next(iter(run.items.values()), None)
+    return "chat messages" if first is not None and isinstance(first.input, list) else "raw prompt"
+
+
+ASKED = {
+    ("http", "chat messages"): "/v1/chat/completions (the server's chat template)",
+    ("http", "raw prompt"): "/v1/completions (raw prompt, no chat template)",
+    ("llamacpp", "chat messages"): "chat completion with the GGUF's chat template, in-process",
+    ("llamacpp", "raw prompt"): "raw completion (no chat template), in-process",
+    ("hf", "chat messages"): "the tokenizer's chat template, in-process",
+    ("hf", "raw prompt"): "raw prompt (no chat template), in-process",
+}
+
+
+def asked(kind: str, form: str) -> str:
+    return ASKED.get((kind, form), f"as the {kind} log records it ({form})")
+
+
+def engines(study: Study) -> tuple[Engine, ...]:
+    """One row per configuration label, not per (configuration, suite)."""
+    by_label: dict[str, list[Configuration]] = {}
+    for c in study.configurations:
+        by_label.setdefault(c.label, []).append(c)
+    return tuple(_engine(label, cs) for label, cs in by_label.items())
+
+
+def _engine(label: str, configs: Sequence[Configuration]) -> Engine:
+    run = configs[0].runs[0]
+    e = run.header.engine
+    kind = str(e.get("kind"))
+    what = e.get("knobs") or e.get("launch") or e.get("options") or {}
+    forms = {c.suite: asked(kind, prompt_form(c.runs[0])) for c in configs}
+    how = (
+        next(iter(forms.values()))
+        if len(set(forms.values())) == 1
+        else "; ".join(f"{s}: {a}" for s, a in forms.items())
+    )
+    imported = run.header.extra.get("imported_from")
+    return Engine(
+        label=label,
+        kind=kind,
+        model=str(e.get("model")),
+        where=str(e.get("base_url") or "in-process"),
+        version=str(e.get("server_version") or "not exposed"),
+        settings=json.dumps(what, sort_keys=True),
+        asked=how,
+        suites=tuple(c.suite for c in configs),
+        runs=sum(len(c.runs) for c in configs),
+        imported=imported_line(imported) if isinstance(imported, dict) else None,
+    )
+
+
+def imported_line(source: dict[str, object]) -> str:
+    tool_ = f"{source.get('tool')} {source.get('tool_version') or '(version not recorded)'}"
+    picked = ", ".join(
+        f"{k} {source[k]}" for k in ("task", "filter", "metric", "scorer", "epoch") if source.get(k)
+    )
+    return (
+        f"imported from {source.get('format')} (format version {source.get('format_version')}, written by "
+        f"{tool_}), file {source.get('file')}" + (f"; {picked}" if picked else "")
+    )
+
+
+def suite_method(study: Study, suite: str) -> SuiteMethod:
+    configs = [c for c in study.configurations if c.suite == suite]
+    h = configs[0].runs[0].header
+    s = h.sampling
+    return SuiteMethod(
+        name=suite,
+        version=h.suite.version,
+        source=h.suite.source,
+        items=len(h.suite.item_ids),
+        content_sha256=h.suite.content_sha256,
+        data_sha256=h.suite.data_sha256,
+        sampling=Sampling(s.temperature, s.seed, s.max_tokens, s.top_logprobs, s.enable_thinking),
+        concurrency=h.concurrency,
+        prompt_form=prompt_form(configs[0].runs[0]),
+        runs=tuple((c.label, len(c.runs)) for c in configs),
+    )
+
+
+def method_notes(study: Study) -> tuple[str, ...]:
+    out = []
+    for c in study.configurations:
+        model = str(c.runs[0].header.engine.get("model") or "")
+        if prompt_form(c.runs[0]) == "raw prompt" and CHAT_MODEL.search(model):
+            out.append(
+                f"{c.label} sent the {c.suite} suite to {model} as raw prompts, with no chat template: an "
+                "instruct model continues such text rather than answering it (write the suite's lines as "
+                '{"id", "messages"} to go through the chat template).'
+            )
+    return tuple(out)
+
+
+def tool(run: Run) -> Tool:
+    h = run.header
+    env = h.environment
+    return Tool(h.tool_version, h.git_revision, str(env.get("python")), str(env.get("platform")), h.created)
+
+
+# --- comparisons ------------------------------------------------------------------------------
+def comparison(p: PairResult, options: ReportOptions) -> Comparison:
+    m = measure_pair(p, options.probes, options.near_tie)
+    why = {e.point.item_id: e for e in m.explanations}
+    legend: list[str] = []
+    views = tuple(
+        divergence_view(d, p.a_run.items[d.item_id], p.b_run.items[d.item_id], why[d.item_id], legend)
+        for d in p.divergences
+    )
+    counts = Counter(v.cls for v in views)
+    gaps = sorted(v.a.gap for v in views if v.a is not None and v.a.gap is not None)
+    return Comparison(
+        suite=p.suite,
+        a=p.a,
+        b=p.b,
+        kind=p.kind,
+        a_repeat=p.a_run.header.repeat,
+        b_repeat=p.b_run.header.repeat,
+        identical=p.identical,
+        total=p.total,
+        errors=p.errors,
+        verdict=control_verdict(p) if p.kind == "control" else None,
+        threshold=options.near_tie,
+        divergences=views,
+        classes=tuple((c, counts[c]) for c in CLASSES),
+        # An even count: the mean of the middle two (statistics.median), not the upper one.
+        gap_median=statistics.median(gaps) if gaps else None,
+        gap_max=gaps[-1] if gaps else None,
+        drift=m.drift,
+        hazard=hazard_view(m),
+        no_token_data=m.no_token_data,
+        times=m.times,
+        precision=m.precision,
+        probe_sources=tuple(legend),
+        probe_checks=probe_checks(m),
+    )
+
+
+def control_verdict(p: PairResult) -> str:
+    if p.total == 0:
+        return "nothing to compare"
+    return "deterministic" if p.identical == p.total else "NOT deterministic"
+
+
+def _side(d: Distribution | None, legend: list[str]) -> Side | None:
+    if d is None:
+        return None
+    if d.source == RECORDED:
+        return Side(d.top, d.gap, d.source, "run")
+    if d.source not in legend:
+        legend.append(d.source)
+    return Side(d.top, d.gap, d.source, f"probe [{legend.index(d.source) + 1}]")
+
+
+def _tokens_match_text(item: Item) -> bool:
+    return item.tokens is not None and "".join(item.tokens) == item.text
+
+
+def _split(d: Divergence, a: Item, b: Item) -> tuple[str, str, str, str, str]:
+    """prefix | A's first differing token | A's rest | B's token | B's rest; by character
+    when the records hold no token texts that spell the completion."""
+    t = d.token_index
+    if (
+        t is not None
+        and a.tokens is not None
+        and b.tokens is not None
+        and _tokens_match_text(a)
+        and (_tokens_match_text(b))
+    ):
+        prefix = "".join(a.tokens[:t])
+        a_first = a.tokens[t] if t < len(a.tokens) else ""
+        b_first = b.tokens[t] if t < len(b.tokens) else ""
+        return (
+            prefix,
+            a_first,
+            a.text[len(prefix) + len(a_first) :],
+            b_first,
+            b.text[len(prefix) + len(b_first) :],
+        )
+    c = d.char_index
+    return a.text[:c], a.text[c : c + 1], a.text[c + 1 :], b.text[c : c + 1], b.text[c + 1 :]
+
+
+def divergence_view(d: Divergence, a: Item, b: Item, e: Explanation, legend: list[str]) -> DivergenceView:
+    prefix, a_first, a_rest, b_first, b_rest = _split(d, a, b)
+    return DivergenceView(
+        item_id=d.item_id,
+        char_index=d.char_index,
+        token_index=e.point.index,
+        alignment=e.point.alignment,
+        a_token=e.point.a_token,
+        b_token=e.point.b_token,
+        prefix=prefix,
+        a_first=a_first,
+        a_rest=a_rest,
+        b_first=b_first,
+        b_rest=b_rest,
+        a_tokens=d.a_tokens,
+        b_tokens=d.b_tokens,
+        cls=e.cls,
+        note=e.note,
+        a=_side(e.a, legend),
+        b=_side(e.b, legend),
+        a_probe=_side(e.a_probe, legend),
+        b_probe=_side(e.b_probe, legend),
+        shift_a=e.shift_a_token,
+        shift_b=e.shift_b_token,
+    )
+
+
+HORIZONS = (1, 10, 300)
+
+
+def hazard_view(m: PairMechanism) -> HazardView | None:
+    h = m.hazard
+    if h is None:
+        return None
+    rate, low, high = h.per_1000()
+    horizons = tuple(Horizon(n, *h.p_within(n)) for n in HORIZONS)
+    return HazardView(h.events, h.exposure, rate, low, high, h.confidence, h.upper_bound_only, horizons)
+
+
+def probe_checks(m: PairMechanism) -> tuple[ProbeCheck, ...]:
+    out = []
+    for side, label in (("a", m.a), ("b", m.b)):
+        both = [(getattr(e, f"{side}_probe"), getattr(e, side)) for e in m.explanations]
+        both = [(p, r) for p, r in both if p is not None and r is not None]
+        diffs = [abs(p.gap - r.gap) for p, r in both if p.gap is not None and r.gap is not None]
+        if diffs:
+            flips = sum(1 for p, r in both if p.top[0][0] != r.top[0][0])
+            out.append(ProbeCheck(label, len(diffs), max(diffs), flips))
+    return tuple(out)
+
+
+# --- quality ----------------------------------------------------------------------------------
+def subject(item: Item) -> str | None:
+    for key in SUBJECT_KEYS:
+        value = item.metadata.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _scored(run: Run) -> dict[str, Item]:
+    return {i: it for i, it in run.items.items() if it.error is None and it.correct is not None}
+
+
+def changed(p: PairResult) -> list[Changed]:
+    sa, sb = _scored(p.a_run), _scored(p.b_run)
+    return [
+        Changed(
+            p.suite, p.a, p.b, i, subject(sa[i]), sa[i].gold, sa[i].answer, sb[i].answer, bool(sa[i].correct)
+        )
+        for i in p.a_run.header.suite.item_ids
+        if i in sa and i in sb and sa[i].correct != sb[i].correct
+    ]
+
+
+def subject_agreement(p: PairResult) -> tuple[SubjectAgreement, ...]:
+    """Per subject: how often A and B gave the same extracted answer (items scored under both)."""
+    sa, sb = _scored(p.a_run), _scored(p.b_run)
+    rows: dict[str, list[int]] = {}
+    for i in p.a_run.header.suite.item_ids:
+        if i not in sa or i not in sb or (name := subject(sa[i])) is None:
+            continue
+        r = rows.setdefault(name, [0, 0, 0, 0])
+        r[0] += 1
+        r[1] += sa[i].answer == sb[i].answer
+        r[2] += bool(sa[i].correct)
+        r[3] += bool(sb[i].correct)
+    return tuple(SubjectAgreement(name, *r) for name, r in sorted(rows.items()))
+
+
+def quality(study: Study, margin: float) -> QualityView | None:
+    found = q.quality(study, margin)
+    if not found.accuracies:
+        return None
+    chance = tuple(
+        (a.label, a.suite, CHANCE[a.suite])
+        for a in found.accuracies
+        if a.suite in CHANCE and a.n and wilson(a.correct, a.n).low <= CHANCE[a.suite]
+    )
+    scored = [p for p in study.pairs if q.is_scored(p.a_run) and q.is_scored(p.b_run)]
+    subjects = tuple(Subjects(p.suite, p.a, p.b, rows) for p in scored if (rows := subject_agreement(p)))
+    return QualityView(
+        margin=margin,
+        accuracies=found.accuracies,
+        pairs=found.pairs,
+        chance=chance,
+        changed=tuple(c for p in scored for c in changed(p)),
+        subjects=subjects,
+    )
+
+
+def matrices(study: Study, minimum: int = 3) -> tuple[Matrix, ...]:
+    """Share of byte-identical completions for every pair, where a suite has 3+ configurations."""
+    out = []
+    for suite in study.suites:
+        labels = tuple(c.label for c in study.configurations if c.suite == suite)
+        if len(labels) < minimum:
+            continue
+        share = {(p.a, p.b): p.identical / p.total for p in study.comparisons if p.suite == suite and p.total}
+        cells = tuple(tuple(share.get((a, b), share.get((b, a))) for b in labels) for a in labels)
+        out.append(Matrix(suite, labels, cells))
+    return tuple(out)
+
+
+def finite(x: float | None) -> float | None:
+    return None if x is None or math.isnan(x) else x

@@ -1,0 +1,108 @@
+"""An experiment's evidence in the report model, from the run headers alone: whether each
+configuration is what it claims to be, and the load-induced nondeterminism sweep.
+
+    servediff experiment examples/llamacpp-flash.toml      # writes OUT/report.md
+    servediff compare OUT/runs/*/*.jsonl                    # the same sections from the records
+
+Both are empty for runs that were not made by an experiment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from typing import Any
+
+from servediff.compare.study import Study
+from servediff.record import Run
+from servediff.report.model import Claim, Sweep, SweepLevel
+from servediff.report.options import is_sweep
+
+FLAGGED = ("NOT ENGAGED", "NOT CONFIGURED")
+LONG_SWEEP = 30  # prompts: beyond this, list only those with more than one distinct output
+
+
+def claims(study: Study) -> tuple[Claim, ...]:
+    out: list[Claim] = []
+    for c in study.configurations:
+        if is_sweep(c.runs[0]):
+            continue
+        for run in c.runs:
+            out += _claims(c.label, c.suite, run)
+    return tuple(out)
+
+
+def _claims(label: str, suite: str, run: Run) -> list[Claim]:
+    v: dict[str, Any] = run.header.extra.get("verification") or {}
+    if not v:
+        return []
+    start = f"{v['startup_s']} s" if "startup_s" in v else str(v.get("kind", ""))
+    base = Claim(
+        label=label,
+        suite=suite,
+        repeat=run.header.repeat,
+        profile=str(v.get("profile") or ""),
+        start=start,
+        serves=", ".join(v.get("served", [])),
+        version=str(v.get("server_version") or "not exposed"),
+        claim=None,
+        status="none claimed",
+        detail="",
+        flagged=False,
+    )
+    checks: dict[str, dict[str, Any]] = v.get("claims", {})
+    if not checks:
+        return [base]
+    return [
+        dataclasses.replace(
+            base,
+            claim=claim.replace("_", " "),
+            status=str(check.get("status", "")),
+            detail=str(check.get("detail", "")),
+            flagged=claim in v.get("flagged", []),
+        )
+        for claim, check in checks.items()
+    ]
+
+
+def distinct_outputs(runs: list[Run]) -> dict[str, int]:
+    """Per item id: the number of distinct completions across these runs (error-free items only)."""
+    seen: dict[str, set[str]] = defaultdict(set)
+    for run in runs:
+        for item_id, item in run.items.items():
+            if item.error is None:
+                seen[item_id].add(item.sha256)
+    return {k: len(v) for k, v in seen.items()}
+
+
+def sweeps(study: Study) -> tuple[Sweep, ...]:
+    levels: dict[str, dict[int, list[Run]]] = defaultdict(dict)
+    for c in study.configurations:
+        if is_sweep(c.runs[0]):
+            base = c.label.rsplit("@c", 1)[0]
+            levels[f"{base} ({c.suite})"][c.runs[0].header.concurrency] = list(c.runs)
+    return tuple(_sweep(name, dict(sorted(by.items()))) for name, by in levels.items())
+
+
+def _sweep(name: str, by_level: dict[int, list[Run]]) -> Sweep:
+    counts = {c: distinct_outputs(runs) for c, runs in by_level.items()}
+    pooled = distinct_outputs([r for runs in by_level.values() for r in runs])
+    rows = []
+    for c, per_item in counts.items():
+        n = len(per_item)
+        rows.append(
+            SweepLevel(
+                concurrency=c,
+                repeats=len(by_level[c]),
+                prompts=n,
+                varied=sum(1 for v in per_item.values() if v > 1),
+                most=max(per_item.values(), default=0),
+                mean=sum(per_item.values()) / n if n else 0.0,
+            )
+        )
+    ids = sorted(pooled)
+    only_varied = len(ids) > LONG_SWEEP
+    if only_varied:
+        ids = [i for i in ids if pooled[i] > 1]
+    items = tuple((i, tuple(counts[c].get(i) for c in counts), pooled[i]) for i in ids)
+    return Sweep(name, tuple(rows), items, only_varied)

@@ -1,0 +1,100 @@
+"""How a number looks in a report: one format per kind of number, shared by Markdown and HTML.
+
+    servediff report runs/*.jsonl --md report.md --html report.html
+
+Both templates format through these functions (registered as Jinja filters), so a figure in
+``summary.json`` reads the same in report.md and report.html; the consistency test formats the
+JSON's numbers with them and finds each in both pages.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from servediff.compare.mechanism import Precision
+
+
+def ratio(k: int, n: int) -> str:
+    return f"{k}/{n}"
+
+
+def nats(x: float | None) -> str:
+    """A gap or logprob, to the 1e-4 nat that a float32 logit resolves with room to spare."""
+    return "—" if x is None else f"{x:.4f}"
+
+
+def logprob(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def gap(g: float | None, p: Precision) -> str:
+    if g is None:
+        return "—"
+    if g == 0:
+        return "0 (exact tie)"
+    if p.coarse and p.smallest_step:
+        return f"{g:.4f} ({g / p.smallest_step:.0f} steps)"
+    return f"{g:.4f}"
+
+
+def signed(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.3f}"
+
+
+def small(x: float) -> str:
+    """Drift and probe-vs-run differences: two significant figures."""
+    return "0 (bit-identical)" if x == 0 else f"{x:.2g}"
+
+
+def rate(x: float) -> str:
+    """A hazard per 1,000 tokens."""
+    return f"{x:.3g}"
+
+
+def prob(x: float) -> str:
+    return f"{x:.2%}"
+
+
+def pp(x: float | None) -> str:
+    """A share in percentage points (accuracy, interval bound)."""
+    return "n/a" if x is None or math.isnan(x) else f"{x * 100:.1f}"
+
+
+def spp(x: float | None) -> str:
+    """A signed difference in percentage points."""
+    return "n/a" if x is None or math.isnan(x) else f"{x * 100:+.1f}"
+
+
+def pvalue(p: float) -> str:
+    return f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
+
+
+def count(n: int) -> str:
+    return f"{n:,}"
+
+
+def share(x: float | None) -> str:
+    return "–" if x is None else f"{x:.0%}"
+
+
+def mean(x: float) -> str:
+    return f"{x:.2f}"
+
+
+FILTERS: dict[str, Callable[..., str]] = {
+    "ratio": ratio,
+    "nats": nats,
+    "logprob": logprob,
+    "gap": gap,
+    "signed": signed,
+    "small": small,
+    "rate": rate,
+    "prob": prob,
+    "pp": pp,
+    "spp": spp,
+    "pvalue": pvalue,
+    "count": count,
+    "share": share,
+    "mean": mean,
+}

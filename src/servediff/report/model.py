@@ -1,0 +1,285 @@
+"""The report model: every number any output shows, computed once from (Study, ReportOptions).
+
+    servediff compare runs/*.jsonl --md report.md --json      # both render this one object
+
+``build`` turns the records (grouped into a Study) and the report options into a frozen
+``Report``. ``report.md``, ``report.html``, ``summary.json`` render it and compute nothing:
+the Markdown and HTML templates only format, with the shared formats of ``report.fmt``, and
+``summary.json`` is the model's own serialisation (``report.render.summary``). A new kind of
+evidence is a new field here first, then a block in each template.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servediff.compare.mechanism import Drift, Precision
+from servediff.compare.quality import Accuracy, PairQuality
+
+SCHEMA_VERSION = 1
+TopK = tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """One configuration as the Method table shows it (one row per configuration)."""
+
+    label: str
+    kind: str
+    model: str
+    where: str  # base URL, or "in-process"
+    version: str  # server or library version, or "not exposed"
+    settings: str  # knobs / launch argv / options as sorted JSON
+    asked: str  # how items reached the model: endpoint and chat template
+    suites: tuple[str, ...]
+    runs: int
+    imported: str | None  # the tool, version, file and settings an imported run came from
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    temperature: float
+    seed: int
+    max_tokens: int
+    top_logprobs: int
+    enable_thinking: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteMethod:
+    name: str
+    version: str
+    source: str
+    items: int
+    content_sha256: str
+    data_sha256: str
+    sampling: Sampling
+    concurrency: int
+    prompt_form: str  # "chat messages" or "raw prompt"
+    runs: tuple[tuple[str, int], ...]  # (label, repeats)
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    version: str
+    git_revision: str | None
+    python: str
+    platform: str
+    created: str
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One side's numbers at a divergence: top-k, gap and where they came from."""
+
+    top: TopK
+    gap: float | None
+    source: str  # "recorded during the run" or "probe: <method>"
+    cite: str  # "run", "probe [n]" (footnote of the comparison's probe legend)
+
+
+@dataclass(frozen=True, slots=True)
+class DivergenceView:
+    item_id: str
+    char_index: int
+    token_index: int | None
+    alignment: str
+    a_token: str | None  # the two diverging tokens as text (None: end of sequence / unknown)
+    b_token: str | None
+    prefix: str  # what both completions share before the first differing token (or character)
+    a_first: str  # A's first differing token (or character) as shown, and the rest of A
+    a_rest: str
+    b_first: str
+    b_rest: str
+    a_tokens: int | None
+    b_tokens: int | None
+    cls: str
+    note: str
+    a: Side | None
+    b: Side | None
+    a_probe: Side | None  # a probe beside a recorded side: shown to expose the probe's error
+    b_probe: Side | None
+    shift_a: float | None  # logprob of A's token under B minus under A
+    shift_b: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Horizon:
+    length: int
+    p: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True, slots=True)
+class HazardView:
+    events: int
+    exposure: int
+    per_1000: float
+    low_1000: float
+    high_1000: float
+    confidence: float
+    upper_bound_only: bool
+    horizons: tuple[Horizon, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeCheck:
+    """How far a probe's gap is from the gap recorded during the run, where both exist."""
+
+    label: str
+    n: int
+    max_gap_diff: float
+    top1_differs: int
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """A control (a configuration against its own repeat) or a pair of configurations."""
+
+    suite: str
+    a: str
+    b: str
+    kind: str  # "control" or "pair"
+    a_repeat: int
+    b_repeat: int
+    identical: int
+    total: int
+    errors: int
+    verdict: str | None  # controls: "deterministic", "NOT deterministic", "nothing to compare"
+    threshold: float
+    divergences: tuple[DivergenceView, ...]
+    classes: tuple[tuple[str, int], ...]  # every class, in a fixed order, with its count
+    gap_median: float | None  # A's gap over the divergences that have one
+    gap_max: float | None
+    drift: Drift | None
+    hazard: HazardView | None
+    no_token_data: int  # items left out of the hazard
+    times: tuple[tuple[int, bool], ...]  # (tokens at risk, diverged): the hazard's own input
+    precision: Precision
+    probe_sources: tuple[str, ...]  # footnotes: "probe [n]" is probe_sources[n - 1]
+    probe_checks: tuple[ProbeCheck, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Changed:
+    """A scored item right under one configuration and wrong under the other."""
+
+    suite: str
+    a: str
+    b: str
+    item_id: str
+    subject: str | None
+    gold: str | None
+    a_answer: str | None
+    b_answer: str | None
+    a_correct: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectAgreement:
+    subject: str
+    n: int
+    same_answer: int
+    a_correct: int
+    b_correct: int
+
+
+@dataclass(frozen=True, slots=True)
+class Subjects:
+    suite: str
+    a: str
+    b: str
+    rows: tuple[SubjectAgreement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class QualityView:
+    margin: float
+    accuracies: tuple[Accuracy, ...]
+    pairs: tuple[PairQuality, ...]  # controls and pairs of scored runs
+    chance: tuple[tuple[str, str, float], ...]  # (label, suite, chance): not above chance
+    changed: tuple[Changed, ...]  # over the pairs (not the controls)
+    subjects: tuple[Subjects, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Matrix:
+    suite: str
+    labels: tuple[str, ...]
+    identical: tuple[tuple[float | None, ...], ...]  # share byte-identical; diagonal: control
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One verification row: is a configuration what it claims to be (experiments only)."""
+
+    label: str
+    suite: str
+    repeat: int
+    profile: str
+    start: str
+    serves: str
+    version: str
+    claim: str | None  # None: the configuration claims nothing checkable
+    status: str
+    detail: str
+    flagged: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SweepLevel:
+    concurrency: int
+    repeats: int
+    prompts: int
+    varied: int  # prompts with more than one distinct output
+    most: int
+    mean: float
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    name: str
+    levels: tuple[SweepLevel, ...]
+    # (item id, distinct outputs per level (None: not run there), distinct over all levels)
+    items: tuple[tuple[str, tuple[int | None, ...], int], ...]
+    only_varied: bool  # long lists keep only the prompts with more than one output
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    schema_version: int
+    title: str
+    near_tie: float  # nats: the one threshold every class and plot uses
+    warnings: tuple[str, ...]
+    engines: tuple[Engine, ...]
+    suites: tuple[SuiteMethod, ...]
+    method_notes: tuple[str, ...]  # e.g. an instruct model sent raw prompts
+    tool: Tool
+    comparisons: tuple[Comparison, ...]
+    quality: QualityView | None
+    matrices: tuple[Matrix, ...]
+    claims: tuple[Claim, ...]
+    sweeps: tuple[Sweep, ...]
+    limitations: tuple[str, ...]
+
+    @property
+    def controls(self) -> tuple[Comparison, ...]:
+        return tuple(c for c in self.comparisons if c.kind == "control")
+
+    @property
+    def pairs(self) -> tuple[Comparison, ...]:
+        return tuple(c for c in self.comparisons if c.kind == "pair")
+
+    @property
+    def errors_left_out(self) -> int:
+        return sum(c.errors for c in self.comparisons)
+
+    @property
+    def gapped(self) -> int:
+        """Divergences between configurations with A's gap known (the gap histogram's count)."""
+        return sum(1 for c in self.pairs for d in c.divergences if d.a is not None and d.a.gap is not None)
+
+    @property
+    def flagged(self) -> tuple[Claim, ...]:
+        return tuple(c for c in self.claims if c.flagged)

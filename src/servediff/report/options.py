@@ -1,0 +1,53 @@
+"""What a report is made from besides the runs: options, and the probe records read beside them.
+
+    servediff report runs/*.jsonl runs/probes-*.jsonl --near-tie 0.1 --margin 0.01
+
+``load`` is the one loader behind ``compare``, ``report``, ``experiment`` and ``demo``: it
+reads run records and probe records from the same list of paths and returns the Study (the
+records, grouped and paired) with the ReportOptions that say how to read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from servediff.compare.mechanism import DEFAULT_THRESHOLD, ProbeSet
+from servediff.compare.probe import is_probe_record, read_probes
+from servediff.compare.study import Study, build_study, without_pairs_of
+from servediff.record import Run, read_run
+
+DEFAULT_MARGIN = 0.01
+DEFAULT_TITLE = "servediff report"
+
+
+def is_sweep(run: Run) -> bool:
+    return bool(run.header.extra.get("experiment", {}).get("sweep"))
+
+
+@dataclass(frozen=True, slots=True)
+class ReportOptions:
+    title: str = DEFAULT_TITLE
+    near_tie: float = DEFAULT_THRESHOLD  # nats: below it, a top-2 flip is a near-tie
+    margin: float = DEFAULT_MARGIN  # non-inferiority margin (fraction of items) for scored suites
+    probes: tuple[ProbeSet, ...] = ()
+
+
+def load(
+    paths: Sequence[Path],
+    *,
+    force: bool = False,
+    title: str = DEFAULT_TITLE,
+    near_tie: float = DEFAULT_THRESHOLD,
+    margin: float = DEFAULT_MARGIN,
+) -> tuple[Study, ReportOptions]:
+    """Runs and probe records from one list of files.
+
+    An experiment's load-sweep runs keep their controls (repeat vs repeat) but are not paired
+    with other configurations: the sweep section compares them among themselves."""
+    probe_paths = [p for p in paths if is_probe_record(p)]
+    study = build_study([read_run(p) for p in paths if p not in probe_paths], force=force)
+    study = without_pairs_of(study, [c.label for c in study.configurations if is_sweep(c.runs[0])])
+    probes = tuple(read_probes(p) for p in probe_paths)
+    return study, ReportOptions(title=title, near_tie=near_tie, margin=margin, probes=probes)

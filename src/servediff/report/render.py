@@ -1,0 +1,161 @@
+"""Render the report model: Markdown and HTML from templates, summary.json from the model itself.
+
+    servediff report runs/*.jsonl --md report.md --html report.html
+    servediff compare runs/*.jsonl --json
+
+Both templates escape by default, so text from a record (completions, tokens, labels, item ids,
+errors) can reach a page only escaped: the HTML environment autoescapes (Jinja's HTML escaping),
+the Markdown environment passes every interpolated value through ``md`` unless a filter built
+it as Markdown (``code``, ``tok``). Nothing here computes a number; see ``report.model``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections.abc import Callable
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+from servediff.report import figures, fmt, wording
+from servediff.report.model import Report
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'"
+
+
+class Md(str):
+    """Markdown built by a filter: the Markdown environment does not escape it again."""
+
+    __slots__ = ()
+
+
+# Characters that open markup inside a line of CommonMark/GFM (emphasis, code, links, table
+# cells, strikethrough, GitHub's math); escaped with a backslash. Line-start markers (#, -, +)
+# need no escape: an interpolated value never starts a line in the templates.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~$])")
+
+
+def md(value: object) -> str:
+    """Plain text in Markdown: no emphasis, link, code span, table cell break or raw HTML.
+
+    ``<``, ``>`` and ``&`` become entities (GitHub and most viewers render inline HTML), the rest
+    of the punctuation that could start markup is backslash-escaped, and a line break becomes a
+    visible ``\\n`` so that it cannot end a table row or a list item."""
+    if isinstance(value, Md):
+        return value
+    s = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = _MD_SPECIAL.sub(r"\\\1", s)
+    return s.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def code(value: object) -> Md:
+    """A code span that no content can close: the fence is longer than any run of backticks in
+    it (CommonMark), ``|`` is escaped for GFM tables, and line breaks are shown as ``\\n``."""
+    s = str(value).replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\r").replace("|", "\\|")
+    longest = max((len(m) for m in re.findall(r"`+", s)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") or not s.strip() else ""
+    return Md(f"{fence}{pad}{s}{pad}{fence}")
+
+
+def tok(value: str | None) -> Md:
+    """A token with its whitespace visible: its JSON string form, in a code span."""
+    return code("end of sequence" if value is None else json.dumps(value, ensure_ascii=False))
+
+
+def top2(top: tuple[tuple[str, float], ...]) -> Md:
+    return Md(", ".join(f"{tok(t)} {fmt.logprob(v)}" for t, v in top[:2]))
+
+
+def _as_md(f: Callable[..., str]) -> Callable[..., Md]:
+    """A number format whose output (digits, signs, units) needs no Markdown escaping."""
+    return lambda *a: Md(f(*a))
+
+
+def _finalize(value: object) -> object:
+    return md(value) if value is not None else ""
+
+
+@cache
+def _markdown_env() -> Environment:
+    env = Environment(
+        loader=PackageLoader("servediff.report", "templates"),
+        autoescape=False,
+        finalize=_finalize,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update({k: _as_md(f) for k, f in fmt.FILTERS.items()})
+    env.filters.update(code=code, tok=tok, top2=top2)
+    env.globals["w"] = wording
+    return env
+
+
+@cache
+def _html_env() -> Environment:
+    env = Environment(
+        loader=PackageLoader("servediff.report", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(fmt.FILTERS)
+    env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
+    env.globals["figures"] = _svg_figures
+    env.globals["w"] = wording
+    return env
+
+
+class _SvgFigures:
+    """Figures for the HTML template; each SVG is produced by matplotlib, which escapes its text."""
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(figures, name)
+        return lambda *a, **k: Markup(fn(*a, **k))
+
+
+_svg_figures = _SvgFigures()
+
+
+def markdown(report: Report) -> str:
+    text = _markdown_env().get_template("report.md.j2").render(r=report)
+    return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
+
+
+def markdown_summary(report: Report) -> str:
+    """The Summary section alone, as ``demo`` prints it at the end."""
+    text = markdown(report)
+    start = text.index("## Summary")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else None].rstrip()
+
+
+def html(report: Report) -> str:
+    css = (resources.files("servediff.report") / "style.css").read_text(encoding="utf-8")
+    return _html_env().get_template("report.html.j2").render(r=report, css=Markup(css), csp=CSP)
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, float):
+        return None if math.isnan(x) or math.isinf(x) else x  # JSON has no NaN
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def summary(report: Report) -> dict[str, Any]:
+    """summary.json and ``compare --json``: the model itself, with its schema version."""
+    out: dict[str, Any] = _plain(dataclasses.asdict(report))
+    out["record"] = "servediff-summary"
+    return out
