@@ -5,13 +5,21 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servediff.compare.divergence import (
-    Side,
-    find_divergence,
-    first_char_difference,
-    first_difference,
-    token_index_from_text,
-)
+from servediff.compare.divergence import find_divergence, first_char_difference, first_difference
+from servediff.record import Item, sha256_text
+
+
+def side(text: str, ids: list[int] | None = None, tokens: list[str] | None = None) -> Item:
+    return Item(
+        id="i",
+        input="p",
+        text=text,
+        sha256=sha256_text(text),
+        n_tokens=len(tokens) if tokens else None,
+        token_ids=ids,
+        tokens=tokens,
+        token_source="engine" if ids else None,
+    )
 
 
 @given(st.text(), st.text())
@@ -28,24 +36,24 @@ def test_common_prefix_is_shared_and_next_chars_differ(p: str, x: str, y: str) -
 
 
 def test_identical_is_none() -> None:
-    assert find_divergence("x", Side("same"), Side("same")) is None
+    assert find_divergence("x", side("same"), side("same")) is None
 
 
 def test_token_index_from_ids_and_from_text() -> None:
-    a = Side("The cat sat", token_ids=[1, 2, 3], tokens=["The", " cat", " sat"], n_tokens=3)
-    b = Side("The dog sat", token_ids=[1, 9, 3], tokens=["The", " dog", " sat"], n_tokens=3)
+    a = side("The cat sat", ids=[1, 2, 3], tokens=["The", " cat", " sat"])
+    b = side("The dog sat", ids=[1, 9, 3], tokens=["The", " dog", " sat"])
     d = find_divergence("i", a, b)
     assert d is not None
-    assert (d.char_index, d.token_index, d.token_source) == (4, 1, "token_ids")
+    assert (d.char_index, d.token_index, d.token.alignment) == (4, 1, "token ids (engine)")
+    assert (d.token.a_token, d.token.b_token, d.token.a_id, d.token.b_id) == (" cat", " dog", 2, 9)
     assert (d.prefix_tail, d.a_next, d.b_next) == ("The ", "cat sat", "dog sat")
-    d2 = find_divergence("i", Side(a.text, tokens=a.tokens), Side(b.text))
-    assert d2 is not None and (d2.token_index, d2.token_source) == (1, "tokens (one side)")
-    assert find_divergence("i", Side(a.text), Side(b.text)).token_index is None  # type: ignore[union-attr]
+    d2 = find_divergence("i", side(a.text, tokens=a.tokens), side(b.text, tokens=b.tokens))
+    assert d2 is not None and (d2.token_index, d2.token.alignment) == (1, "token text (engine)")
+    # One alignment for every consumer: without token data on both sides there is no token.
+    d3 = find_divergence("i", side(a.text, tokens=a.tokens), side(b.text))
+    assert d3 is not None and d3.token_index is None and d3.token.alignment == "none"
 
 
-def test_prefix_case_and_token_of_char() -> None:
-    d = find_divergence("i", Side("abc"), Side("abcdef"))
+def test_prefix_case() -> None:
+    d = find_divergence("i", side("abc"), side("abcdef"))
     assert d is not None and d.char_index == 3 and d.a_next == "" and d.b_next == "def"
-    assert token_index_from_text(["ab", "cd", "e"], 0) == 0
-    assert token_index_from_text(["ab", "cd", "e"], 2) == 1
-    assert token_index_from_text(["ab", "cd", "e"], 9) == 3

@@ -9,18 +9,17 @@ import pytest
 from statsmodels.stats.rates import confint_poisson
 
 from servediff.compare import hazard as hz
+from servediff.compare.divergence import Point, first_token
 from servediff.compare.mechanism import (
     NEAR_TIE,
     RANK_CHANGE,
     RECORDED,
     UNEXPLAINED,
     Distribution,
-    Point,
     ProbeEntry,
     classify,
     drift,
     explain,
-    first_token,
     precision,
     shared_deltas,
     survival_time,
@@ -262,8 +261,8 @@ def test_probe_records_merge_per_side_and_match_either_orientation(tmp_path: Any
     md = tmp_path / "r.md"
     probes = [str(tmp_path / "p.a.jsonl"), str(tmp_path / "p.b.jsonl")]
     assert main(["compare", str(a), str(b), *probes, "--md", str(md)]) == 0
-    row = next(x for x in md.read_text().splitlines() if x.startswith("| x | 1 |"))
+    row = next(x for x in md.read_text().splitlines() if x.startswith("| `x` | 1 |"))
     assert "0.0800 | 0.1500 |" in row and "near-tie flip" in row
     assert main(["compare", str(b), str(a), *probes, "--md", str(md)]) == 0  # tuned is A now
-    row = next(x for x in md.read_text().splitlines() if x.startswith("| x | 1 |"))
+    row = next(x for x in md.read_text().splitlines() if x.startswith("| `x` | 1 |"))
     assert "0.1500 | 0.0800 |" in row and "rank change" in row

@@ -44,7 +44,7 @@ def signed(x: float | None) -> str:
 
 def small(x: float) -> str:
     """Drift and probe-vs-run differences: two significant figures."""
-    return "0 (bit-identical)" if x == 0 else f"{x:.2g}"
+    return f"{x:.2g}"
 
 
 def rate(x: float) -> str:

@@ -141,7 +141,7 @@ def markdown_summary(report: Report) -> str:
 
 def html(report: Report) -> str:
     css = (resources.files("servediff.report") / "style.css").read_text(encoding="utf-8")
-    return _html_env().get_template("report.html.j2").render(r=report, css=Markup(css), csp=CSP)
+    return _html_env().get_template("report.html.j2").render(r=report, css=Markup(css), csp=Markup(CSP))
 
 
 def _plain(x: Any) -> Any:

@@ -1,0 +1,119 @@
+"""One report model, three renderings: every number summary.json holds reads the same in the
+Markdown and in the HTML, on a constructed study and on the committed GPU study's records."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servediff.compare.mechanism import Precision
+from servediff.report import fmt, render
+from servediff.report.assembly import build
+from servediff.report.options import load
+from tests.report_fixtures import write_study
+
+GPU_STUDY = Path(__file__).resolve().parents[1] / "docs" / "gpu-h200" / "study-full.tar.gz"
+
+
+def md_text(text: str) -> str:
+    """The Markdown as a reader sees it: no code fences, emphasis, cell bars or escapes."""
+    text = re.sub(r"\\(.)", r"\1", text.replace("**", "").replace("`", ""))
+    return " ".join(html.unescape(text.replace("|", " ")).split())
+
+
+def html_text(page: str) -> str:
+    page = re.sub(r"<svg.*?</svg>", " ", page, flags=re.S)  # plots draw their own labels
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+def expected(summary: dict[str, Any]) -> list[str]:
+    """Phrases built from summary.json alone, each number formatted as both reports format it."""
+    out: list[str] = []
+    for c in summary["comparisons"]:
+        out.append(
+            f"{c['suite']} {c['a']} #{c['a_repeat']} {c['b']} #{c['b_repeat']} {c['kind']} "
+            f"{c['identical']}/{c['total']} {c['errors']}"
+        )
+        prec = Precision(**c["precision"])
+        for d in c["divergences"]:
+            gap_a = fmt.gap(d["a"]["gap"] if d["a"] else None, prec)
+            gap_b = fmt.gap(d["b"]["gap"] if d["b"] else None, prec)
+            shift = (
+                "—"
+                if d["shift_a"] is None and d["shift_b"] is None
+                else (f"{fmt.signed(d['shift_a'])} / {fmt.signed(d['shift_b'])}")
+            )
+            out.append(f"{gap_a} {gap_b} {shift} {d['cls']}")
+        h = c["hazard"]
+        if h and not h["upper_bound_only"]:
+            out.append(
+                f"{h['events']} divergence(s) in {fmt.count(h['exposure'])} tokens at risk: "
+                f"{fmt.rate(h['per_1000'])} per 1,000 tokens (exact Poisson 95% CI "
+                f"{fmt.rate(h['low_1000'])}–{fmt.rate(h['high_1000'])})"
+            )
+        elif h:
+            out.append(
+                f"no divergence in {fmt.count(h['exposure'])} tokens: rate < {fmt.rate(h['high_1000'])}"
+            )
+    q = summary["quality"]
+    for a in q["accuracies"] if q else []:
+        value = a["correct"] / a["n"] if a["n"] else None
+        out.append(
+            f"{a['label']} #{a['repeat']} {fmt.pp(value)} % ({a['correct']}/{a['n']}) "
+            f"{fmt.pp(a['ci']['low'])}–{fmt.pp(a['ci']['high'])} %"
+        )
+    for p in q["pairs"] if q else []:
+        t, ci = p["table"], p["delta_ci"]
+        delta = (t["c"] - t["b"]) / (t["both"] + t["b"] + t["c"] + t["neither"])
+        out.append(
+            f"{t['b']} / {t['c']} {fmt.pvalue(p['p_mcnemar'])} {fmt.spp(delta)} pp "
+            f"[{fmt.spp(ci['low'])}, {fmt.spp(ci['high'])}] {p['verdict']}"
+        )
+    return out
+
+
+def check(paths: list[Path]) -> dict[str, Any]:
+    report = build(*load(paths))
+    summary = json.loads(json.dumps(render.summary(report)))  # as summary.json holds it
+    md, page = md_text(render.markdown(report)), html_text(render.html(report))
+    phrases = expected(summary)
+    assert phrases
+    assert [x for x in phrases if x not in md] == []
+    assert [x for x in phrases if x not in page] == []
+    return summary
+
+
+def test_constructed_study_reads_the_same_everywhere(tmp_path: Path) -> None:
+    summary = check(write_study(tmp_path / "runs"))
+    assert summary["schema_version"] == 1 and summary["record"] == "servediff-summary"
+    assert summary["quality"]["pairs"]  # the quality phrases were checked, not skipped
+
+
+@pytest.fixture(scope="module")
+def gpu_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    folder = tmp_path_factory.mktemp("gpu")
+    with tarfile.open(GPU_STUDY) as tar:
+        tar.extractall(folder, filter="data")
+    return sorted((folder / "runs").glob("*.jsonl"))
+
+
+def test_gpu_study_numbers_unchanged_and_consistent(gpu_runs: list[Path]) -> None:
+    summary = check(gpu_runs)
+    identical = {
+        (c["a"], c["b"]): c["identical"]
+        for c in summary["comparisons"]
+        if c["a"] == "bf16-b1" and c["total"] == 20
+    }
+    assert identical == {
+        ("bf16-b1", "bf16-b1"): 20,
+        ("bf16-b1", "bf16-batch20"): 11,
+        ("bf16-b1", "bf16-lookup8"): 8,
+        ("bf16-b1", "fp16-b1"): 3,
+        ("bf16-b1", "fp32-b1"): 2,
+    }
