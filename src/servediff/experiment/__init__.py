@@ -4,7 +4,8 @@ starts each engine in turn, checks it, runs the suites and the control, stops it
     servediff experiment examples/llamacpp-flash.toml
 """
 
-from servediff.experiment.conductor import Outcome, plan_slots, run_experiment
+from servediff.experiment.conductor import Outcome, run_experiment
+from servediff.experiment.plan import plan_slots
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import Experiment, load_experiment
 

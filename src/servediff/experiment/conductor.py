@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
-import json
 import signal
 import sys
 import threading
@@ -25,10 +23,14 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from servediff.compare.probe import divergence_points, probe_sides
 from servediff.engines import Engine
+from servediff.engines.openai_http import HTTPOptions
 from servediff.engines.profiles import PROFILES, Snapshot, flagged, verify_claims, vllm_snapshot
+from servediff.experiment.engine import ExperimentHTTPEngine
 from servediff.experiment.lifecycle import Placeholders, RunningServer, get_text, launched
-from servediff.experiment.probing import ProbeSlot, pending, plan_probes, probe_slot
+from servediff.experiment.plan import Slot, ordered, plan_slots
+from servediff.experiment.probing import ProbeSlot, pending, plan_probes
 from servediff.experiment.reporting import write_report
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
@@ -41,19 +43,6 @@ from servediff.types import SamplingParams
 
 if TYPE_CHECKING:
     from servediff.engines.template import ChatTemplate
-
-
-@dataclass(frozen=True, slots=True)
-class Slot:
-    """One record file of the experiment: (configuration, suite, repeat) at a concurrency."""
-
-    config: ConfigSpec
-    suite: SuiteSpec
-    repeat: int
-    concurrency: int
-    label: str  # the configuration's label; "LABEL@cN" for a load-sweep run
-    path: Path
-    sweep: bool = False
 
 
 @dataclass
@@ -73,44 +62,6 @@ class Outcome:
 
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def suite_digest(spec: SuiteSpec) -> str:
-    return hashlib.sha256(
-        json.dumps(dataclasses.asdict(spec), sort_keys=True, default=str).encode()
-    ).hexdigest()[:8]
-
-
-def plan_slots(exp: Experiment) -> list[Slot]:
-    """Every run file of the experiment, configuration by configuration, in execution order."""
-    slots: list[Slot] = []
-    for config in ordered(exp):
-        folder = exp.output / "runs" / f"{config.label}.{config.digest}"
-        repeats = 1 + (exp.control_repeats if config.label == exp.control else 0)
-        for suite in exp.suites:
-            stem = f"{suite.name}.{suite_digest(suite)}"
-            for r in range(1, repeats + 1):
-                slots.append(
-                    Slot(config, suite, r, exp.concurrency, config.label, folder / f"{stem}.r{r}.jsonl")
-                )
-        sweep = exp.sweep
-        if sweep is not None and sweep.configuration == config.label:
-            suite = next(s for s in exp.suites if s.name == sweep.suite)
-            stem = f"{suite.name}.{suite_digest(suite)}"
-            for c in sweep.concurrency:
-                for r in range(1, sweep.repeats + 1):
-                    path = (
-                        exp.output / "sweep" / f"{config.label}.{config.digest}" / f"{stem}.c{c}.r{r}.jsonl"
-                    )
-                    slots.append(Slot(config, suite, r, c, f"{config.label}@c{c}", path, sweep=True))
-    return slots
-
-
-def ordered(exp: Experiment) -> list[ConfigSpec]:
-    """The control first: every other configuration can then probe its side of (control, it)
-    while it is up, and only the control has to be started a second time (see probing)."""
-    control = exp.config(exp.control)
-    return [control] + [c for c in exp.configurations if c is not control]
 
 
 def is_complete(slot: Slot, suite: Suite) -> bool:
@@ -156,9 +107,7 @@ class Session:
 
             # A fresh engine per run: a repeat must not inherit the previous run's KV state.
             return LlamaCppEngine(self.config.knobs, model_path=self.exp.model_path, label=slot.label)
-        from servediff.experiment.engine import ExperimentHTTPEngine
-
-        return ExperimentHTTPEngine(self, slot)
+        return self._http(slot)
 
     def prober(self, slot: Slot, points: list[Any]) -> tuple[Any, dict[str, Any], str | None]:
         """An engine that answers probes as this configuration: (prober, identity, template source)."""
@@ -166,7 +115,6 @@ class Session:
             engine = self.engine(slot)  # embedded: replays the prefix exactly as generation did
             return engine, engine.identity(), None
         from servediff.engines.template import TemplateProber
-        from servediff.experiment.engine import ExperimentHTTPEngine
 
         template = None
         if any(isinstance(item.input, list) for _, item, _ in points):
@@ -176,8 +124,15 @@ class Session:
             # llama.cpp servers reuse the previous request's KV cache, so a replayed prefix is
             # evaluated one token per step as in generation; elsewhere a one-pass estimate.
             replay = self.config.profile == "llamacpp"
-        prober = TemplateProber(ExperimentHTTPEngine(self, slot), template, replay=replay)
+        prober = TemplateProber(self._http(slot), template, replay=replay)
         return prober, prober.identity(), template.source if template else None
+
+    def _http(self, slot: Slot) -> ExperimentHTTPEngine:
+        if self.base_url is None:
+            raise ValueError(f"{slot.label}: no server to talk to")
+        options = HTTPOptions(base_url=self.base_url, model=self.exp.model, concurrency=slot.concurrency)
+        version = self.server.version if self.server else None
+        return ExperimentHTTPEngine(options, slot.label, self.config, version)
 
     def snapshot(self) -> Snapshot | None:
         """The engine's counters now; None where the engine exports none servediff reads."""
@@ -315,6 +270,26 @@ def run_slot(
         f"[{slot.label}] {slot.suite.name} #{slot.repeat}: {result.done} done, "
         f"{result.skipped} already finished, {result.errors} failed"
     )
+
+
+def probe_slot(live: Session, slot: ProbeSlot, runs: tuple[Run, Run], progress: bool) -> tuple[int, int]:
+    """Probe one side with the live engine of its configuration; (probes written, failed)."""
+    points = divergence_points(*runs)
+    prober, identity, template_source = live.prober(slot.a if slot.side == "a" else slot.b, points)
+    try:
+        ps = probe_sides(
+            runs,
+            {slot.side: prober},
+            slot.path,
+            k=live.exp.probes.k,
+            identities={slot.side: identity},
+            template_source=template_source,
+            progress=progress,
+        )
+    finally:
+        getattr(getattr(prober, "engine", prober), "close", lambda: None)()
+    failed = sum(1 for e in ps.entries.values() if e.error)
+    return len(ps.entries), failed
 
 
 def due(probes: list[ProbeSlot], k: int) -> list[tuple[ProbeSlot, tuple[Run, Run]]]:

@@ -7,25 +7,20 @@ engine profile, the claimed features and the hash of the configuration's definit
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from servediff.engines.openai_http import HTTPEngine, HTTPOptions
-
-if TYPE_CHECKING:
-    from servediff.experiment.conductor import Session, Slot
+from servediff.experiment.spec import ConfigSpec
 
 # Environment values under names like these may be credentials: recorded as redacted.
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 
 
 class ExperimentHTTPEngine(HTTPEngine):
-    def __init__(self, live: Session, slot: Slot) -> None:
-        if live.base_url is None:
-            raise ValueError(f"{slot.label}: no server to talk to")
-        options = HTTPOptions(base_url=live.base_url, model=live.exp.model, concurrency=slot.concurrency)
-        super().__init__(options, label=slot.label)
-        self._config = live.config
-        self._version = live.server.version if live.server else None
+    def __init__(self, options: HTTPOptions, label: str, config: ConfigSpec, version: str | None) -> None:
+        super().__init__(options, label=label)
+        self._config = config
+        self._version = version
 
     def identity(self) -> dict[str, Any]:
         out = super().identity()

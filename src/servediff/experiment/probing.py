@@ -17,14 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from servediff.compare.probe import divergence_points, probe_sides, probes_complete
+from servediff.compare.probe import divergence_points, probes_complete
+from servediff.experiment.plan import Slot
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
 from servediff.record import RecordError, Run, read_run
-
-if TYPE_CHECKING:
-    from servediff.experiment.conductor import Session, Slot
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,23 +77,3 @@ def pending(slot: ProbeSlot, k: int) -> tuple[Run, Run] | None:
     if runs is None or not divergence_points(*runs):
         return None
     return None if probes_complete(slot.path, runs, slot.side, k) else runs
-
-
-def probe_slot(live: Session, slot: ProbeSlot, runs: tuple[Run, Run], progress: bool) -> tuple[int, int]:
-    """Probe one side with the live engine of its configuration; (probes written, failed)."""
-    points = divergence_points(*runs)
-    prober, identity, template_source = live.prober(slot.a if slot.side == "a" else slot.b, points)
-    try:
-        ps = probe_sides(
-            runs,
-            {slot.side: prober},
-            slot.path,
-            k=live.exp.probes.k,
-            identities={slot.side: identity},
-            template_source=template_source,
-            progress=progress,
-        )
-    finally:
-        getattr(getattr(prober, "engine", prober), "close", lambda: None)()
-    failed = sum(1 for e in ps.entries.values() if e.error)
-    return len(ps.entries), failed
