@@ -201,7 +201,7 @@ def test_compare_reads_a_probe_record_and_the_threshold(tmp_path: Any) -> None:
     import json
 
     from servediff.cli import main
-    from servediff.compare.probe import PROBE_RECORD
+    from servediff.probe_record import PROBE_RECORD
 
     a, b, probes = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "p.jsonl"
     write_run(a, "stock", ["The", " cat"], [[("The", -0.1), ("A", -2.0)], [(" cat", -0.6), (" car", -0.68)]])
@@ -243,7 +243,7 @@ def test_probe_records_merge_per_side_and_match_either_orientation(tmp_path: Any
     import json
 
     from servediff.cli import main
-    from servediff.compare.probe import PROBE_RECORD
+    from servediff.probe_record import PROBE_RECORD
 
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     # no logprobs recorded in the runs: every number must come from the probes

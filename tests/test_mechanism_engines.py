@@ -14,12 +14,13 @@ import pytest
 
 from servediff.cli import main
 from servediff.compare.mechanism import PairMechanism, measure_pair
-from servediff.compare.probe import probe_pair, read_probes
 from servediff.compare.study import build_study
 from servediff.engines.knobs import CONFIGS
 from servediff.engines.llamacpp import LlamaCppEngine
 from servediff.engines.openai_http import HTTPEngine, HTTPOptions
 from servediff.engines.template import TemplateProber, load_template
+from servediff.probe import probe_pair
+from servediff.probe_record import read_probes
 from servediff.record import Run, read_run
 from servediff.runner import RunPlan, execute
 from servediff.suites import Suite, SuiteOptions, load_suite

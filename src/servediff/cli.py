@@ -15,12 +15,12 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from servediff import __version__
 
 if TYPE_CHECKING:
-    from servediff.engines import Engine
+    from servediff.engines import Engine, Prober
     from servediff.engines.hf_knobs import HFKnobs
     from servediff.engines.knobs import LlamaKnobs
     from servediff.experiment import Outcome
@@ -473,14 +473,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from servediff.compare.probe import probe_pair
+    from servediff.probe import probe_pair
     from servediff.record import read_run
 
     runs = (read_run(args.run_a), read_run(args.run_b))
     if bool(args.base_url_a) != bool(args.base_url_b):
         raise UsageError("give both --base-url-a and --base-url-b, or neither (embedded)")
     probers, template = _probers(args, runs)
-    try:
+    with probers[0], probers[1]:
         ps = probe_pair(
             runs,
             probers,
@@ -489,15 +489,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
             identities=(probers[0].identity(), probers[1].identity()),
             template_source=template,
         )
-    finally:
-        for pr in probers:
-            getattr(pr, "close", lambda: None)()
     failed = sum(1 for e in ps.entries.values() if e.error)
     print(f"{args.out}: {len(ps.entries)} probe(s), {failed} failed")
     return 2 if failed else 0
 
 
-def _probers(args: argparse.Namespace, runs: tuple[Run, Run]) -> tuple[tuple[Any, Any], str | None]:
+def _probers(args: argparse.Namespace, runs: tuple[Run, Run]) -> tuple[tuple[Prober, Prober], str | None]:
     if args.base_url_a:
         from servediff.engines.openai_http import HTTPEngine, HTTPOptions
         from servediff.engines.template import TemplateProber, load_template

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servediff.record import Item
+from servediff.record import Item, Run
 
 CONTEXT_CHARS = 60
 
@@ -120,3 +120,16 @@ def find_divergence(item_id: str, a: Item, b: Item) -> Divergence | None:
         a_tokens=a.n_tokens,
         b_tokens=b.n_tokens,
     )
+
+
+def divergence_points(a_run: Run, b_run: Run) -> list[tuple[Point, Item, Item]]:
+    """The first differing token of every item both runs finished, where it has a position."""
+    out = []
+    for item_id in a_run.header.suite.item_ids:
+        ia, ib = a_run.items.get(item_id), b_run.items.get(item_id)
+        if ia is None or ib is None or ia.error or ib.error:
+            continue
+        p = first_token(item_id, ia, ib)
+        if p is not None and p.index is not None:
+            out.append((p, ia, ib))
+    return out

@@ -6,9 +6,9 @@ llama.cpp, the default, no server needed). ``servediff run --engine KIND`` picks
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from servediff.types import Completion, Sample, SamplingParams
 
@@ -48,8 +48,51 @@ class Engine(Protocol):
 
 
 class Prober(Protocol):
-    """Engines that can score one next token after a prompt and a given continuation."""
+    """A configuration asked, after the runs, for its top-k after a prompt and a continuation.
+
+    Every prober takes the same arguments; each uses what its engine can: ``prefix_ids``
+    (generation's own token ids, replayed exactly where the engine can), ``prefix_pieces`` (the
+    prefix token by token, for a server replay), ``chat_kwargs`` (what the run sent as
+    chat_template_kwargs, for a template rendered on our side). ``with prober:`` closes it."""
+
+    def identity(self) -> dict[str, Any]: ...
 
     def probe(
-        self, sample: Sample, prefix_ids: Sequence[int] | None, prefix_text: str, k: int
+        self,
+        sample: Sample,
+        prefix_ids: Sequence[int] | None,
+        prefix_text: str,
+        k: int,
+        *,
+        prefix_pieces: Sequence[str] | None = None,
+        chat_kwargs: Mapping[str, Any] | None = None,
     ) -> ProbeResult: ...
+
+    def diverging_tokens(
+        self, a_ids: Sequence[int] | None, b_ids: Sequence[int] | None, index: int
+    ) -> tuple[str | None, str | None] | None:
+        """The texts of token ``index`` of two id sequences, where the runs recorded only ids
+        (None: the engine cannot tell, or needs no help)."""
+        ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Prober: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+C = TypeVar("C", bound="Closing")
+
+
+class Closing:
+    """``with engine:`` closes it however the block ends."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: C) -> C:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -12,13 +12,13 @@ is the embedded SmolLM2-135M-Instruct GGUF.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from servediff.engines import EngineError, OnDone, ProbeResult
+from servediff.engines import Closing, EngineError, OnDone, ProbeResult
 from servediff.engines.hf_identity import software_identity, torch_device, weights_sha256
 from servediff.engines.hf_knobs import HFKnobs
 from servediff.engines.knobs import default_model_path
@@ -93,7 +93,7 @@ def cut_at_stop(ids: list[int], stops: Sequence[int]) -> tuple[list[int], str | 
     return ids, None
 
 
-class HFEngine:
+class HFEngine(Closing):
     """One transformers configuration (a set of knobs) in this process."""
 
     kind = "hf"
@@ -256,7 +256,14 @@ class HFEngine:
         return piece
 
     def probe(
-        self, sample: Sample, prefix_ids: Sequence[int] | None, prefix_text: str, k: int
+        self,
+        sample: Sample,
+        prefix_ids: Sequence[int] | None,
+        prefix_text: str,
+        k: int,
+        *,
+        prefix_pieces: Sequence[str] | None = None,
+        chat_kwargs: Mapping[str, Any] | None = None,
     ) -> ProbeResult:
         """Top-k for the token after prompt + prefix, from one forward pass at batch size 1.
 
@@ -272,6 +279,11 @@ class HFEngine:
         vals, idx = torch.topk(torch.log_softmax(last, dim=-1), k)
         top = tuple((self._piece(int(i)), float(v)) for i, v in zip(idx.tolist(), vals.tolist()))
         return ProbeResult(top, f"hf: one forward pass over prompt + prefix, batch 1, {self.knobs.dtype}")
+
+    def diverging_tokens(
+        self, a_ids: Sequence[int] | None, b_ids: Sequence[int] | None, index: int
+    ) -> tuple[str | None, str | None] | None:
+        return None  # in-process runs record the engine's own token texts
 
     def close(self) -> None:
         self.model = self.draft = None

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from servediff.engines import EngineError, OnDone, ProbeResult
+from servediff.engines import Closing, EngineError, OnDone, ProbeResult
 from servediff.engines.knobs import LlamaKnobs, default_model_path
 from servediff.types import Completion, Sample, SamplingParams, TokenLogprob
 
@@ -31,7 +31,7 @@ def top_logprobs(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return idx, row[idx] - lse
 
 
-class LlamaCppEngine:
+class LlamaCppEngine(Closing):
     """One llama.cpp configuration (a set of knobs) in this process."""
 
     kind = "llamacpp"
@@ -180,7 +180,14 @@ class LlamaCppEngine:
         return bytes(self._llm.detokenize([token])).decode("utf-8", errors="replace")
 
     def probe(
-        self, sample: Sample, prefix_ids: Sequence[int] | None, prefix_text: str, k: int
+        self,
+        sample: Sample,
+        prefix_ids: Sequence[int] | None,
+        prefix_text: str,
+        k: int,
+        *,
+        prefix_pieces: Sequence[str] | None = None,
+        chat_kwargs: Mapping[str, Any] | None = None,
     ) -> ProbeResult:
         """Top-k for the token after prompt + prefix, replaying generation's geometry.
 
@@ -204,6 +211,11 @@ class LlamaCppEngine:
             method += " (the run verified speculative drafts in chunks: an estimate)"
         top = tuple((self._piece(int(i)), float(v)) for i, v in zip(idx, vals))
         return ProbeResult(top, method, tuple(int(i) for i in idx))
+
+    def diverging_tokens(
+        self, a_ids: Sequence[int] | None, b_ids: Sequence[int] | None, index: int
+    ) -> tuple[str | None, str | None] | None:
+        return None  # in-process runs record the engine's own token texts
 
     def close(self) -> None:
         self._llm.close() if hasattr(self._llm, "close") else None

@@ -12,12 +12,12 @@ and the text goes to ``/v1/completions``. The template comes from a GGUF's
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servediff.engines import EngineError, ProbeResult
+from servediff.engines import Closing, EngineError, ProbeResult
 from servediff.types import Message, Sample
 
 
@@ -73,7 +73,7 @@ def load_template(path: Path) -> ChatTemplate:
     return ChatTemplate(text, "", "", f"Jinja template file {path.name}")
 
 
-class TemplateProber:
+class TemplateProber(Closing):
     """Probes an OpenAI-compatible server: our rendering of the prompt, then the prefix text.
 
     ``replay=False`` sends prompt + prefix once: the server scores the prefix in one pass, a
@@ -128,14 +128,18 @@ class TemplateProber:
         ident: dict[str, Any] = self.engine.identity()
         return ident
 
+    def close(self) -> None:
+        self.engine.close()
+
     def probe(
         self,
         sample: Sample,
         prefix_ids: Sequence[int] | None,
         prefix_text: str,
         k: int,
+        *,
         prefix_pieces: Sequence[str] | None = None,
-        chat_kwargs: dict[str, Any] | None = None,
+        chat_kwargs: Mapping[str, Any] | None = None,
     ) -> ProbeResult:
         if sample.messages is not None:
             if self.template is None:

@@ -23,8 +23,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from servediff.compare.probe import divergence_points, probe_sides
-from servediff.engines import Engine
+from servediff.compare.divergence import divergence_points
+from servediff.engines import Engine, Prober
 from servediff.engines.openai_http import HTTPOptions
 from servediff.engines.profiles import PROFILES, Snapshot, flagged, verify_claims, vllm_snapshot
 from servediff.experiment.engine import ExperimentHTTPEngine
@@ -34,6 +34,7 @@ from servediff.experiment.probing import ProbeSlot, pending, plan_probes
 from servediff.experiment.reporting import write_report
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
+from servediff.probe import probe_sides
 from servediff.record import RecordError, Run, read_header, read_run
 from servediff.report.model import Report
 from servediff.report.wording import flag_line
@@ -109,11 +110,13 @@ class Session:
             return LlamaCppEngine(self.config.knobs, model_path=self.exp.model_path, label=slot.label)
         return self._http(slot)
 
-    def prober(self, slot: Slot, points: list[Any]) -> tuple[Any, dict[str, Any], str | None]:
+    def prober(self, slot: Slot, points: list[Any]) -> tuple[Prober, str | None]:
         """An engine that answers probes as this configuration: (prober, identity, template source)."""
         if self.config.knobs is not None:
-            engine = self.engine(slot)  # embedded: replays the prefix exactly as generation did
-            return engine, engine.identity(), None
+            from servediff.engines.llamacpp import LlamaCppEngine
+
+            # embedded: replays the prefix exactly as generation did
+            return LlamaCppEngine(self.config.knobs, model_path=self.exp.model_path, label=slot.label), None
         from servediff.engines.template import TemplateProber
 
         template = None
@@ -124,8 +127,9 @@ class Session:
             # llama.cpp servers reuse the previous request's KV cache, so a replayed prefix is
             # evaluated one token per step as in generation; elsewhere a one-pass estimate.
             replay = self.config.profile == "llamacpp"
-        prober = TemplateProber(self._http(slot), template, replay=replay)
-        return prober, prober.identity(), template.source if template else None
+        return TemplateProber(
+            self._http(slot), template, replay=replay
+        ), template.source if template else None
 
     def _http(self, slot: Slot) -> ExperimentHTTPEngine:
         if self.base_url is None:
@@ -275,19 +279,17 @@ def run_slot(
 def probe_slot(live: Session, slot: ProbeSlot, runs: tuple[Run, Run], progress: bool) -> tuple[int, int]:
     """Probe one side with the live engine of its configuration; (probes written, failed)."""
     points = divergence_points(*runs)
-    prober, identity, template_source = live.prober(slot.a if slot.side == "a" else slot.b, points)
-    try:
+    prober, template_source = live.prober(slot.a if slot.side == "a" else slot.b, points)
+    with prober:
         ps = probe_sides(
             runs,
             {slot.side: prober},
             slot.path,
             k=live.exp.probes.k,
-            identities={slot.side: identity},
+            identities={slot.side: prober.identity()},
             template_source=template_source,
             progress=progress,
         )
-    finally:
-        getattr(getattr(prober, "engine", prober), "close", lambda: None)()
     failed = sum(1 for e in ps.entries.values() if e.error)
     return len(ps.entries), failed
 

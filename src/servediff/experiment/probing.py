@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from servediff.compare.probe import divergence_points, probes_complete
+from servediff.compare.divergence import divergence_points
 from servediff.experiment.plan import Slot
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
+from servediff.probe_record import probes_complete
 from servediff.record import RecordError, Run, read_run
 
 

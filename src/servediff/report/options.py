@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servediff.compare.mechanism import DEFAULT_THRESHOLD, ProbeSet
-from servediff.compare.probe import is_probe_record, read_probes
 from servediff.compare.study import Study, build_study, without_pairs_of
+from servediff.probe_record import is_probe_record, read_probes
 from servediff.record import Run, read_run
 
 DEFAULT_MARGIN = 0.01

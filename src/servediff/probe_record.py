@@ -1,0 +1,139 @@
+"""Probe records: the file a probe writes, and the one compare reads beside the run records.
+
+    servediff probe runs/stock-1.jsonl runs/tuned-1.jsonl --out runs/probes.jsonl
+    servediff compare runs/*.jsonl runs/probes.jsonl
+
+A header naming the two runs (by fingerprint), the engines, k, the template source and the sides
+measured, then one line per divergence and side with the method that produced it. Pydantic
+validates here, at the file boundary; compare works on ``ProbeSet``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from servediff.compare.divergence import divergence_points
+from servediff.compare.mechanism import ProbeEntry, ProbeSet
+from servediff.record import RecordError, Run
+
+PROBE_RECORD = "servediff-probe"
+PROBE_SCHEMA = 1
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunRef(_Model):
+    label: str
+    repeat: int
+    path: str
+    fingerprint: str
+
+
+class ProbeHeader(_Model):
+    record: str = PROBE_RECORD
+    schema_version: int = PROBE_SCHEMA
+    tool_version: str
+    created: str
+    suite: str
+    a: RunRef
+    b: RunRef
+    engines: dict[str, dict[str, Any]]
+    k: int
+    template_source: str | None = None
+    # Which configurations this record measured: both, or one side when the two engines cannot
+    # be up together (an experiment probes each configuration while it is running).
+    sides: str = "ab"
+
+
+class ProbeLine(_Model):
+    item_id: str
+    side: str
+    token_index: int
+    top: list[tuple[str, float]]
+    ids: list[int] | None = None
+    method: str
+    error: str | None = None
+    # A's and B's tokens at the divergence as text (None: the end of the sequence), where the
+    # runs recorded only ids the server retokenized: the server's detokenizer names them.
+    tokens: tuple[str | None, str | None] | None = None
+
+
+def is_probe_record(path: Path) -> bool:
+    """True when the file's first line is a probe header (compare sorts its inputs with this)."""
+    try:
+        with Path(path).open(encoding="utf-8") as f:
+            head = json.loads(f.readline() or "null")
+    except (OSError, json.JSONDecodeError):
+        return False
+    return isinstance(head, dict) and head.get("record") == PROBE_RECORD
+
+
+def read_probes(path: Path) -> ProbeSet:
+    return read_record(path)[1]
+
+
+def read_record(path: Path) -> tuple[ProbeHeader, ProbeSet]:
+    """The header as written (run fingerprints, sides) and the record as compare uses it."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    try:
+        head = ProbeHeader.model_validate_json(lines[0])
+        parsed = [ProbeLine.model_validate_json(x) for x in lines[1:] if x.strip()]
+    except (ValidationError, IndexError) as exc:
+        raise RecordError(f"{path}: not a valid probe record: {exc}") from exc
+    entries = {
+        (p.item_id, p.side): ProbeEntry(
+            p.item_id,
+            p.side,
+            p.token_index,
+            tuple(p.top),
+            tuple(p.ids) if p.ids else None,
+            p.method,
+            p.error,
+            p.tokens,
+        )
+        for p in parsed
+    }
+    return head, ProbeSet(
+        str(path),
+        head.suite,
+        (head.a.label, head.a.repeat),
+        (head.b.label, head.b.repeat),
+        head.k,
+        head.template_source,
+        entries,
+    )
+
+
+def probes_complete(path: Path, runs: tuple[Run, Run], sides: str, k: int) -> bool:
+    """True when ``path`` probed exactly these runs (same fingerprints, as finished now) at this k,
+    on these sides, with an error-free line at every divergence: what resume may reuse."""
+    try:
+        head, done = read_record(path)
+    except (OSError, UnicodeDecodeError, RecordError):
+        return False
+    # The fingerprint names a run; the path it was read from is not part of its identity.
+    if (head.a.fingerprint, head.b.fingerprint, head.k, head.sides) != (
+        runs[0].header.fingerprint(),
+        runs[1].header.fingerprint(),
+        k,
+        sides,
+    ):
+        return False
+    for p, _, _ in divergence_points(*runs):
+        for side in sides:
+            e = done.entries.get((p.item_id, side))
+            if e is None or e.error or e.token_index != p.index:
+                return False
+    return True
+
+
+def run_ref(run: Run) -> RunRef:
+    return RunRef(
+        label=run.label, repeat=run.header.repeat, path=str(run.path), fingerprint=run.header.fingerprint()
+    )
