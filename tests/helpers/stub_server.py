@@ -94,7 +94,10 @@ class Campaign:
     def __call__(self, request: Request) -> Reply:
         rng = random.Random(f"{self.seed}:{request.index}")
         if self.active and rng.random() < self.rate:
-            kind = rng.choice(sorted(FAULTS))
+            # The kinds in a seeded order, cycled: every kind occurs once ten faults have.
+            order = sorted(FAULTS)
+            random.Random(self.seed).shuffle(order)
+            kind = order[len(self.injected) % len(order)]
             self.injected.append((request.index, kind))
             status, body, headers, hangs = FAULTS[kind]
             return status, body, self.hang_s if hangs else 0.0, headers
