@@ -14,6 +14,7 @@ from typing import Any
 
 from servediff.compare.study import Configuration, Study
 from servediff.record import Run
+from servediff.report.mdtext import cell, code
 
 STATUS_NOTE = {
     "NOT ENGAGED": "this configuration did not test the feature it claims",
@@ -25,12 +26,6 @@ def is_sweep(run: Run) -> bool:
     return bool(run.header.extra.get("experiment", {}).get("sweep"))
 
 
-def _cell(text: object) -> str:
-    from servediff.report.markdown import cell
-
-    return cell(text)
-
-
 def flag_lines(study: Study) -> list[str]:
     """One line per (configuration, run, claim) whose verification failed."""
     out = []
@@ -40,8 +35,8 @@ def flag_lines(study: Study) -> list[str]:
             for claim in v.get("flagged", []):
                 check = v["claims"][claim]
                 out.append(
-                    f"`{c.label}` claims {claim.replace('_', ' ')} — **{check['status']}** "
-                    f"({c.suite} #{run.header.repeat}: {check.get('detail', '')}); "
+                    f"{code(c.label)} claims {claim.replace('_', ' ')} — **{check['status']}** "
+                    f"({cell(c.suite)} #{run.header.repeat}: {cell(check.get('detail', ''))}); "
                     f"{STATUS_NOTE.get(check['status'], '')}"
                 )
     return out
@@ -80,8 +75,8 @@ def _rows(c: Configuration, run: Run) -> list[str]:
     start = f"{v['startup_s']} s" if "startup_s" in v else v.get("kind", "")
     served = ", ".join(v.get("served", []))
     head = (
-        f"| `{c.label}` | {_cell(v.get('profile'))} | {_cell(start)} | {_cell(served)} "
-        f"| {_cell(v.get('server_version') or 'not exposed')} | {c.suite} #{run.header.repeat}"
+        f"| {code(c.label)} | {cell(v.get('profile'))} | {cell(start)} | {cell(served)} "
+        f"| {cell(v.get('server_version') or 'not exposed')} | {cell(c.suite)} #{run.header.repeat}"
     )
     claims: dict[str, dict[str, Any]] = v.get("claims", {})
     if not claims:
@@ -90,7 +85,7 @@ def _rows(c: Configuration, run: Run) -> list[str]:
     for claim, check in claims.items():
         status = check.get("status", "")
         shown = f"**{status}**" if status in STATUS_NOTE else status
-        rows.append(f"{head} | {claim} | {shown} | {_cell(check.get('detail', ''))} |")
+        rows.append(f"{head} | {claim} | {shown} | {cell(check.get('detail', ''))} |")
     return rows
 
 
@@ -128,7 +123,7 @@ def _sweep_table(name: str, by_level: dict[int, list[Run]]) -> list[str]:
     counts = {c: sweep_counts(runs) for c, runs in by_level.items()}
     pooled = sweep_counts([r for runs in by_level.values() for r in runs])
     out = [
-        f"### `{name}`",
+        f"### {code(name)}",
         "",
         "| concurrency | repeats | prompts | prompts with >1 distinct output | max distinct "
         "| mean distinct |",
@@ -151,7 +146,7 @@ def _sweep_table(name: str, by_level: dict[int, list[Run]]) -> list[str]:
         out.insert(-2, f"(only the {len(items)} prompts with more than one distinct output are listed)")
     for item_id in items:
         cells = " | ".join(str(counts[c].get(item_id, "–")) for c in counts)
-        out.append(f"| {_cell(item_id)} | {cells} | {pooled[item_id]} |")
+        out.append(f"| {cell(item_id)} | {cells} | {pooled[item_id]} |")
     return [*out, ""]
 
 

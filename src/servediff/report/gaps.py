@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from servediff.compare.study import PairResult, Study
 from servediff.record import Item, Run
+from servediff.report.mdtext import cell, code
 
 NEAR_TIE_NATS = 0.25
 BINS: tuple[tuple[str, float], ...] = (
@@ -105,7 +106,7 @@ def gap_section(study: Study) -> list[str]:
         known = [g for g in gaps if g is not None]
         every += known
         out.append(
-            f"| `{p.a}` | `{p.b}` | {len(gaps)} | {len(known)} | {sum(g.gap == 0 for g in known)} | "
+            f"| {code(p.a)} | {code(p.b)} | {len(gaps)} | {len(known)} | {sum(g.gap == 0 for g in known)} | "
             f"{sum(g.gap <= NEAR_TIE_NATS for g in known)} | {sum(g.b_rank in (1, 2) for g in known)} |"
         )
     counts = histogram([g.gap for g in every])
@@ -122,7 +123,7 @@ def gap_section(study: Study) -> list[str]:
     if pos:
         out += [
             "",
-            f"Near-ties are common: over all {len(pos)} generated positions of `{ref.label}`, "
+            f"Near-ties are common: over all {len(pos)} generated positions of {code(ref.label)}, "
             f"{_pct(sum(g == 0 for g in pos), len(pos))} were exact ties and "
             f"{_pct(sum(g < NEAR_TIE_NATS for g in pos), len(pos))} had a top-2 gap below "
             f"{NEAR_TIE_NATS} nat.",
@@ -136,17 +137,12 @@ def gap_section(study: Study) -> list[str]:
         for d, g in zip(p.divergences, gaps):
             if g is None:
                 out.append(
-                    f"| `{p.a}` | `{p.b}` | {_cell(d.item_id)} | {d.token_index} | n/a | n/a | n/a | n/a |"
+                    f"| {code(p.a)} | {code(p.b)} | {cell(d.item_id)} | {d.token_index} "
+                    "| n/a | n/a | n/a | n/a |"
                 )
                 continue
             out.append(
-                f"| `{p.a}` | `{p.b}` | {_cell(g.item_id)} | {g.token_index} | {_cell(g.a_token)} | "
-                f"{_cell(g.b_token)} | {g.gap:.4f} | {g.b_rank or '> k'} |"
+                f"| {code(p.a)} | {code(p.b)} | {cell(g.item_id)} | {g.token_index} | {cell(g.a_token)} | "
+                f"{cell(g.b_token)} | {g.gap:.4f} | {g.b_rank or '> k'} |"
             )
     return [*out, ""]
-
-
-def _cell(text: str) -> str:
-    from servediff.report.markdown import cell
-
-    return cell(text)

@@ -20,7 +20,7 @@ from servediff.compare import hazard as hz
 from servediff.compare.study import PairResult, Study
 from servediff.report import evidence, figures, markup, scores
 from servediff.report.experiment import load_sweep, verification
-from servediff.report.markdown import ratio, verdict_control
+from servediff.report.markdown import launch_argv, ratio, verdict_control
 
 Section = Callable[[Study], list[str]]
 
@@ -86,7 +86,7 @@ def method(study: Study) -> list[str]:
     for c in study.configurations:
         h = c.runs[0].header
         e = h.engine
-        what = e.get("knobs") or e.get("launch") or e.get("options") or {}
+        what = e.get("knobs") or launch_argv(e) or e.get("options") or {}
         rows.append(
             [
                 f"<code>{esc(c.label)}</code>",

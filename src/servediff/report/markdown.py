@@ -11,16 +11,12 @@ from typing import Any
 
 from servediff.compare.study import PairResult, Study
 from servediff.record import Run
+from servediff.redaction import redact_argv
 from servediff.report import quality
 from servediff.report.experiment import load_sweep, verification
+from servediff.report.mdtext import cell, code
 
 Section = Callable[[Study], list[str]]
-
-
-def cell(text: object) -> str:
-    """A table cell that shows whitespace and cannot break the table or inject HTML."""
-    s = json.dumps(str(text), ensure_ascii=False)[1:-1]
-    return s.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def ratio(k: int, n: int) -> str:
@@ -39,7 +35,7 @@ def summary(study: Study) -> list[str]:
         out.append(f"> **Warning:** {w}")
     for p in study.controls:
         out.append(
-            f"- Control `{p.a}` ({p.suite}): **{ratio(p.identical, p.total)}** identical "
+            f"- Control {code(p.a)} ({cell(p.suite)}): **{ratio(p.identical, p.total)}** identical "
             f"across repeats — {verdict_control(p)}."
         )
     if not study.controls:
@@ -50,7 +46,8 @@ def summary(study: Study) -> list[str]:
     for p in study.pairs:
         where = ", ".join(f"{d.char_index}" for d in p.divergences)
         out.append(
-            f"- `{p.a}` vs `{p.b}` ({p.suite}): **{ratio(p.identical, p.total)}** byte-identical"
+            f"- {code(p.a)} vs {code(p.b)} ({cell(p.suite)}): "
+            f"**{ratio(p.identical, p.total)}** byte-identical"
             + (f"; first differences at characters {where}" if where else "")
             + "."
         )
@@ -62,12 +59,18 @@ def summary(study: Study) -> list[str]:
 
 def _engine_line(run: Run) -> str:
     e = run.header.engine
-    what = e.get("knobs") or e.get("launch") or e.get("options") or {}
+    what = e.get("knobs") or launch_argv(e) or e.get("options") or {}
     where = e.get("base_url") or "in-process"
     return (
-        f"| `{run.label}` | {e.get('kind')} | {cell(e.get('model'))} | {cell(where)} | "
+        f"| {code(run.label)} | {e.get('kind')} | {cell(e.get('model'))} | {cell(where)} | "
         f"{cell(e.get('server_version') or 'not exposed')} | {cell(json.dumps(what, sort_keys=True))} |"
     )
+
+
+def launch_argv(engine: dict[str, Any]) -> list[str] | None:
+    """The launch argv to show: redacted again, for records written before redaction existed."""
+    argv = engine.get("launch")
+    return redact_argv([str(a) for a in argv]) if isinstance(argv, list) and argv else None
 
 
 def method(study: Study) -> list[str]:
@@ -85,7 +88,8 @@ def method(study: Study) -> list[str]:
         h = cfgs[0].runs[0].header
         s = h.sampling
         out.append(
-            f"- Suite `{suite}` v{h.suite.version} ({cell(h.suite.source)}), {len(h.suite.item_ids)} items, "
+            f"- Suite {code(suite)} v{cell(h.suite.version)} ({cell(h.suite.source)}), "
+            f"{len(h.suite.item_ids)} items, "
             f"content SHA-256 `{h.suite.content_sha256[:16]}…`, data SHA-256 `{h.suite.data_sha256[:16]}…`."
         )
         out.append(
@@ -94,7 +98,7 @@ def method(study: Study) -> list[str]:
             f"{'not sent' if s.enable_thinking is None else s.enable_thinking}; "
             f"concurrency {h.concurrency}."
         )
-        reps = ", ".join(f"`{c.label}` ×{len(c.runs)}" for c in cfgs)
+        reps = ", ".join(f"{code(c.label)} ×{len(c.runs)}" for c in cfgs)
         out.append(f"- Runs: {reps}.")
     first = study.configurations[0].runs[0].header
     out.append(
@@ -115,7 +119,8 @@ def identity_tables(study: Study) -> list[str]:
     ]
     for p in [*study.controls, *study.pairs]:
         out.append(
-            f"| {p.suite} | `{p.a}` #{p.a_run.header.repeat} | `{p.b}` #{p.b_run.header.repeat} "
+            f"| {cell(p.suite)} | {code(p.a)} #{p.a_run.header.repeat} "
+            f"| {code(p.b)} #{p.b_run.header.repeat} "
             f"| {p.kind} | {ratio(p.identical, p.total)} | {p.errors} |"
         )
     return [*out, ""]
@@ -127,7 +132,7 @@ def divergences(study: Study) -> list[str]:
         if not p.divergences:
             continue
         out += [
-            f"### `{p.a}` vs `{p.b}` ({p.suite}, {p.kind})",
+            f"### {code(p.a)} vs {code(p.b)} ({cell(p.suite)}, {p.kind})",
             "",
             "| item | char | token | …common prefix | A next | B next | A tokens | B tokens |",
             "|---|---|---|---|---|---|---|---|",

@@ -15,18 +15,36 @@ import html
 import re
 from collections.abc import Sequence
 
-INLINE = re.compile(r"`([^`]+)`|\*\*([^*]+)\*\*")
+# A backslash escape, a code span (a fence of n backticks closed by exactly n, CommonMark 6.1),
+# or **bold**, in the order they can appear in a line; everything else is text.
+INLINE = re.compile(r"\\([!-/:-@\[-`{-~])|(?<!`)(`+)(?!`)(.+?)(?<!`)\2(?!`)|\*\*(.+?)\*\*")
 
 
 def inline(text: str) -> str:
-    """Escape, then turn `code` and **bold** spans into elements."""
+    """Escape, then turn `code` and **bold** spans into elements; read what ``mdtext`` wrote
+    back as a Markdown renderer would (escapes and entities outside code, literal inside)."""
     out, pos = [], 0
-    text = html.unescape(text.replace("\\|", "|"))
     for m in INLINE.finditer(text):
-        out.append(html.escape(text[pos : m.start()]))
-        out.append(f"<code>{html.escape(m[1])}</code>" if m[1] is not None else f"<b>{html.escape(m[2])}</b>")
+        out.append(_text(text[pos : m.start()]))
+        if m[1] is not None:
+            out.append(html.escape(m[1]))
+        elif m[2] is not None:
+            out.append(f"<code>{html.escape(_code(m[3]))}</code>")
+        else:
+            out.append(f"<b>{inline(m[4])}</b>")
         pos = m.end()
-    return "".join(out) + html.escape(text[pos:])
+    return "".join(out) + _text(text[pos:])
+
+
+def _text(s: str) -> str:
+    return html.escape(html.unescape(s))
+
+
+def _code(s: str) -> str:
+    s = s.replace("\\|", "|")  # GFM: the table's escape, not the code's
+    if len(s) >= 2 and s[0] == s[-1] == " " and s.strip():
+        s = s[1:-1]
+    return s
 
 
 def cells(row: str) -> list[str]:

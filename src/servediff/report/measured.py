@@ -23,7 +23,7 @@ from servediff.compare.mechanism import (
     measure_pair,
 )
 from servediff.compare.study import Study
-from servediff.report.markdown import cell
+from servediff.report.mdtext import cell, code
 
 
 def _top2(d: Distribution | None) -> str:
@@ -91,7 +91,8 @@ def drift_line(m: PairMechanism) -> str:
     if d is None:
         return "- **Drift on the shared prefix:** not measured (needs logprobs recorded in both runs)."
     return (
-        f"- **Drift on the shared prefix:** |Δ logprob| of the chosen token between `{m.a}` and `{m.b}` "
+        "- **Drift on the shared prefix:** |Δ logprob| of the chosen token between "
+        f"{code(m.a)} and {code(m.b)} "
         f"over {d.n:,} shared tokens: median {d.median:.2g}, p99 {d.p99:.2g}, max {d.max:.2g} nats."
     )
 
@@ -157,7 +158,8 @@ def _probe_check(m: PairMechanism) -> list[str]:
         flips = sum(1 for p, r in pairs if p and r and p.top[0][0] != r.top[0][0])
         if diffs:
             out.append(
-                f"- **Probe vs run, `{label}`:** at {len(diffs)} divergence(s) with both, the probe's gap "
+                f"- **Probe vs run, {code(label)}:** at {len(diffs)} divergence(s) with both, "
+                "the probe's gap "
                 f"differs from the recorded one by at most {_nats(max(diffs))}; its top-1 differs at {flips}."
             )
     return out
@@ -179,7 +181,7 @@ def measured(study: Study) -> list[str]:
     ]
     for pair in [*study.controls, *study.pairs]:
         m = measure_pair(pair, study.probes, study.near_tie)
-        out += [f"### `{m.a}` vs `{m.b}` ({m.suite}, {m.kind})", ""]
+        out += [f"### {code(m.a)} vs {code(m.b)} ({cell(m.suite)}, {m.kind})", ""]
         if m.explanations:
             out += [_counts(m), "", *_table(m)]
         out += [drift_line(m), hazard_line(m.hazard, m.no_token_data)]

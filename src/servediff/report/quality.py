@@ -14,6 +14,7 @@ from typing import Any
 from servediff.compare.quality import Accuracy, PairQuality, Quality, quality
 from servediff.compare.stats import wilson
 from servediff.compare.study import Study
+from servediff.report.mdtext import cell, code
 
 CHANCE = {"mmlu": 0.25}  # four options
 
@@ -29,7 +30,7 @@ def pvalue(p: float) -> str:
 def _accuracy_row(a: Accuracy) -> str:
     clustered = "n/a" if a.cluster_se is None else f"±{pp(1.96 * a.cluster_se)} pp ({a.clusters} subjects)"
     return (
-        f"| {a.suite} | `{a.label}` #{a.repeat} | **{pp(a.accuracy)} %** ({a.correct}/{a.n}) | "
+        f"| {cell(a.suite)} | {code(a.label)} #{a.repeat} | **{pp(a.accuracy)} %** ({a.correct}/{a.n}) | "
         f"{pp(a.ci.low)}–{pp(a.ci.high)} % | ±{pp(a.clt)} pp | {clustered} | {a.errors} | {a.unanswered} |"
     )
 
@@ -43,7 +44,7 @@ def _needed(q: PairQuality) -> str:
 def _pair_row(q: PairQuality) -> str:
     t = q.table
     return (
-        f"| {q.suite} | `{q.a}` #{q.a_repeat} | `{q.b}` #{q.b_repeat} | {q.kind} | {t.n} | "
+        f"| {cell(q.suite)} | {code(q.a)} #{q.a_repeat} | {code(q.b)} #{q.b_repeat} | {q.kind} | {t.n} | "
         f"{q.same_answer}/{t.n} ({pp(q.same_answer_ci.low)}–{pp(q.same_answer_ci.high)} %) | "
         f"{q.identical}/{t.n} | {t.b} / {t.c} | {pvalue(q.p_mcnemar)} | "
         f"{pp(t.delta, True)} pp [{pp(q.delta_ci.low, True)}, {pp(q.delta_ci.high, True)}] | "
@@ -54,7 +55,7 @@ def _pair_row(q: PairQuality) -> str:
 def _pair_sentence(q: PairQuality) -> str:
     t, m = q.table, pp(q.margin)
     text = (
-        f"- `{q.a}` vs `{q.b}` ({q.suite}): Δ = {pp(t.delta, True)} pp, 95 % CI "
+        f"- {code(q.a)} vs {code(q.b)} ({cell(q.suite)}): Δ = {pp(t.delta, True)} pp, 95 % CI "
         f"[{pp(q.delta_ci.low, True)}, {pp(q.delta_ci.high, True)}]; McNemar p = {pvalue(q.p_mcnemar)} "
         f"(b = {t.b}, c = {t.c} of {t.n}); at a {m} pp margin: **{q.verdict}**."
     )
@@ -79,7 +80,8 @@ def _chance_notes(q: Quality) -> list[str]:
         chance = CHANCE.get(a.suite)
         if chance is not None and a.n and wilson(a.correct, a.n).low <= chance:
             out.append(
-                f"- `{a.label}` on {a.suite} is not distinguishable from chance ({pp(chance)} %): this "
+                f"- {code(a.label)} on {cell(a.suite)} is not distinguishable from chance "
+                f"({pp(chance)} %): this "
                 "model cannot answer these questions, so the comparison exercises the paired "
                 "machinery rather than measuring a quality difference."
             )

@@ -14,6 +14,7 @@ from typing import Any
 from servediff.compare.study import Study
 from servediff.record import Run
 from servediff.report.markdown import Section
+from servediff.report.mdtext import cell, code
 
 
 def run_throughput(run: Run) -> tuple[int, float, float | None]:
@@ -68,7 +69,7 @@ def hardware_section(study: Study) -> list[str]:
             continue
         versions = ", ".join(f"{k} {v}" for k, v in sorted((hw.get("versions") or {}).items()) if v)
         details = "; ".join(f"{k} {hw[k]}" for k in HARDWARE_KEYS if k in hw)
-        out.append(f"| `{c.label}` | {hw.get('device')} | {versions} | {details} |")
+        out.append(f"| {code(c.label)} | {cell(hw.get('device'))} | {cell(versions)} | {cell(details)} |")
     return [*out, ""] if len(out) > 4 else []
 
 
@@ -98,7 +99,7 @@ def throughput_section(direct: Sequence[dict[str, Any]]) -> Section:
                         f"{d['same_token_ids']}/{d['items']}",
                     ]
                 out.append(
-                    f"| `{run.label}` | {run.header.repeat} | {tokens} | {wall:.2f} | {inside} "
+                    f"| {code(run.label)} | {run.header.repeat} | {tokens} | {wall:.2f} | {inside} "
                     f"| {_rate(tokens, wall)} | " + " | ".join(cells) + " |"
                 )
         out += [
