@@ -234,13 +234,14 @@ def _sampling(src: Source, table: Any) -> SamplingParams:
     thinking = table.get("thinking", "unset")
     if thinking not in ("on", "off", "unset"):
         raise src.error("thinking must be 'on', 'off' or 'unset'", src.line("thinking", "sampling"))
-    least = {"max_tokens": 1, "seed": 0, "top_logprobs": 0}
-    value = {k: integer(src, table.get(k, d), k, src.line(k, "sampling"), least[k]) for k, d in
-             (("max_tokens", 300), ("seed", 42), ("top_logprobs", 0))}  # fmt: skip
+
+    def number(key: str, default: int, least: int) -> int:
+        return integer(src, table.get(key, default), key, src.line(key, "sampling"), least)
+
     return SamplingParams(
-        seed=value["seed"],
-        max_tokens=value["max_tokens"],
-        top_logprobs=value["top_logprobs"],
+        seed=number("seed", 42, 0),
+        max_tokens=number("max_tokens", 300, 1),
+        top_logprobs=number("top_logprobs", 0, 0),
         enable_thinking={"on": True, "off": False, "unset": None}[thinking],
     )
 
@@ -271,10 +272,9 @@ def _suites(src: Source, value: Any, base: Path) -> tuple[SuiteSpec, ...]:
         if not isinstance(opts, dict):
             raise src.error(f"[{where}] must be a table", src.line(where))
         check_keys(src, opts, SUITE_KEYS, f"[{where}]", where)
+        # limit and max_tokens of 0 would run nothing; a negative seed is refused by numpy later
         least = {"limit": 1, "seed": 0, "max_tokens": 1}
-        given = {
-            k: integer(src, opts[k], k, src.line(k, where), low) for k, low in least.items() if k in opts
-        }
+        given = {k: integer(src, opts[k], k, src.line(k, where), least[k]) for k in least if k in opts}
         out.append(
             SuiteSpec(
                 name=name,
