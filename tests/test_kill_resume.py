@@ -14,7 +14,7 @@ from pathlib import Path
 
 from servediff.record import read_run
 from tests.conftest import LlamaServer
-from tests.helpers.kills import Job, Tally, audit, campaign, env, lines_in
+from tests.helpers.kills import Job, Tally, audit, campaign, env, lines_in, unicode_suite
 
 # Grade-school questions in the GSM8K file format, so that finished items are scored.
 QUESTIONS = [
@@ -30,15 +30,18 @@ QUESTIONS = [
 def test_sigkill_at_random_points_loses_and_doubles_nothing(
     llama_server: LlamaServer, tmp_path: Path
 ) -> None:
-    reference = Job(llama_server.base_url, tmp_path / "reference.jsonl", limit=6)
+    suite = unicode_suite(tmp_path)
+    reference = Job(llama_server.base_url, tmp_path / "reference.jsonl", limit=5, data=suite)
     subprocess.run(reference.argv(), env=env(), check=True, capture_output=True, timeout=120)
     expected = sorted(read_run(reference.out).done_ids())
-    assert len(expected) == 6
+    assert len(expected) == 5
 
-    tally = campaign(llama_server.base_url, tmp_path, kills=4, seed=12, expected=expected, limit=6)
-    print(f"kills {tally.kills}, attempts {tally.attempts}, lost {tally.lost}, doubled {tally.doubled}")
-    assert tally.kills >= 4
-    assert (tally.lost, tally.doubled) == (0, 0)
+    # Four kills: one left as it is, then the last line cut at its newline, inside a
+    # character, anywhere (TAILS).
+    tally = campaign(llama_server.base_url, tmp_path, kills=4, seed=3, expected=expected, limit=5, data=suite)
+    print(f"kills {tally.kills} (cut tails {tally.cuts}), lost {tally.lost}, doubled {tally.doubled}")
+    assert tally.kills >= 4 and tally.cuts >= 2
+    assert (tally.lost, tally.doubled, tally.extra) == (0, 0, 0)
 
 
 def test_engine_killed_mid_run_records_errors_and_a_rerun_completes(tmp_path: Path) -> None:
@@ -76,5 +79,5 @@ def test_engine_killed_mid_run_records_errors_and_a_rerun_completes(tmp_path: Pa
     assert f"{len(failed)} done, {6 - len(failed)} already finished".encode() in done.stdout
     tally = Tally()
     audit(job.out, sorted(first.items), tally)
-    assert (tally.lost, tally.doubled) == (0, 0)
+    assert (tally.lost, tally.doubled, tally.extra) == (0, 0, 0)
     assert all(i.correct is not None for i in read_run(job.out).items.values())

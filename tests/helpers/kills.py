@@ -7,6 +7,12 @@ Used by tests/test_kill_resume.py (a few kills) and runnable on its own for a la
 which starts its own llama.cpp server (SmolLM2, 1 thread), kills the CLI at random moments
 (mostly just after an item line lands, sometimes at a random time, start-up included), re-runs
 the same command until it finishes, and prints kills / items lost / items doubled.
+
+The runner writes each line with its newline in one call, so a SIGKILL alone leaves whole lines.
+A write the kernel had only partly done when the machine stopped (or a large line written in
+several calls) leaves any byte-prefix of the file; so after three kills in four the campaign cuts
+the file inside its last line to such a prefix, in turn: just the final newline, inside a
+multi-byte character (every prompt has some, echoed into its line), anywhere in the line.
 """
 
 from __future__ import annotations
@@ -23,10 +29,32 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from servediff.record import read_run
 
 SRC = Path(__file__).resolve().parents[2] / "src"
+
+# What is left of the last line after a kill, in turn (None: the line as the kill left it).
+TAILS = (None, "newline", "character", "anywhere")
+
+PROMPTS = [
+    "Say « café » in one word.",
+    "What is 5 € in ¥?",
+    "Translate ありがとう.",
+    "Name a city with an ü in it.",
+    "Write “hello” in Greek: Γειά.",
+    "What does the emoji 😀 mean?",
+    "Spell naïve without the diaeresis.",
+    "Is 3 × 4 = 12?",
+]
+
+
+def unicode_suite(folder: Path) -> Path:
+    path = folder / "unicode.jsonl"
+    rows = [{"id": f"u{k}", "messages": [{"role": "user", "content": p}]} for k, p in enumerate(PROMPTS)]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +81,11 @@ class Job:
 @dataclass
 class Tally:
     kills: int = 0
+    cuts: int = 0  # kills followed by a partial last line (see the module docstring)
     attempts: int = 0
     lost: int = 0  # suite items missing or not finished in the final record
     doubled: int = 0  # items with more than one finished line
+    extra: int = 0  # items the reference run does not have
     records: int = 0
     warnings: list[str] = field(default_factory=list)
 
@@ -88,10 +118,35 @@ def attempt(job: Job, rng: random.Random, tally: Tally, kill: bool) -> int | Non
             time.sleep(0.005)
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
             tally.kills += 1
+            if cut_last_line(job.out, TAILS[tally.kills % len(TAILS)], rng):
+                tally.cuts += 1
     _, err = proc.communicate(timeout=300)
     tally.warnings += [w for w in err.decode(errors="replace").splitlines() if w.startswith("warning")]
     return None if proc.returncode == -signal.SIGKILL else proc.returncode
+
+
+def cut_last_line(path: Path, tail: str | None, rng: random.Random) -> bool:
+    """Leave a prefix of the file that ends inside its last line: a write only partly done."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return False
+    last = data.rstrip(b"\n").rfind(b"\n") + 1
+    if tail is None or len(data) - last < 2:
+        return False
+    if tail == "newline":
+        keep = len(data) - 1
+    elif tail == "character":  # one byte past a UTF-8 lead byte
+        leads = [i for i in range(last, len(data)) if data[i] >= 0xC0]
+        if not leads:
+            return False
+        keep = rng.choice(leads) + 1
+    else:
+        keep = rng.randrange(last + 1, len(data) - 1)
+    path.write_bytes(data[:keep])
+    return True
 
 
 def finish(job: Job, expected: list[str], tally: Tally) -> None:
@@ -107,13 +162,14 @@ def audit(path: Path, expected: list[str], tally: Tally) -> None:
     rows = [json.loads(line) for line in path.read_bytes().splitlines()[1:] if line.strip()]
     finished = Counter(r["id"] for r in rows if r["error"] is None)
     tally.lost += len(set(expected) - run.done_ids())
+    tally.extra += len(set(run.items) - set(expected))
     tally.doubled += sum(1 for n in finished.values() if n > 1)
     tally.records += 1
-    if set(run.items) != set(expected) or any("record" in r for r in rows):
-        raise AssertionError(f"{path}: items {sorted(run.items)} are not the reference run's {expected}")
+    if any("record" in r for r in rows):
+        raise AssertionError(f"{path}: a second header line")
 
 
-def campaign(base_url: str, folder: Path, kills: int, seed: int, expected: list[str], **job: int) -> Tally:
+def campaign(base_url: str, folder: Path, kills: int, seed: int, expected: list[str], **job: Any) -> Tally:
     """``kills`` SIGKILLs spread over as many records as they take, each record finished after."""
     rng, tally, n = random.Random(seed), Tally(), 0
     while tally.kills < kills:
@@ -139,9 +195,8 @@ def main() -> None:
         folder = Path(d)
         server = LlamaServer(["--n_threads", "1"], folder / "server.log")
         try:
-            ref = Job(
-                server.base_url, folder / "reference.jsonl", limit=args.limit, concurrency=args.concurrency
-            )
+            job = {"limit": args.limit, "concurrency": args.concurrency, "data": unicode_suite(folder)}
+            ref = Job(server.base_url, folder / "reference.jsonl", **job)
             subprocess.run(ref.argv(), env=env(), check=True, capture_output=True)
             expected = sorted(read_run(ref.out).done_ids())
             t0 = time.monotonic()
@@ -151,15 +206,14 @@ def main() -> None:
                 args.kills,
                 args.seed,
                 expected,
-                limit=args.limit,
-                concurrency=args.concurrency,
+                **job,
             )
         finally:
             server.stop()
     print(
-        f"kills: {tally.kills}  attempts: {tally.attempts}  records: {tally.records} x {len(expected)} items "
-        f"lost: {tally.lost}  doubled: {tally.doubled}  torn-line warnings: {len(tally.warnings)}  "
-        f"({time.monotonic() - t0:.0f} s)"
+        f"kills: {tally.kills}  attempts: {tally.attempts}  records: {tally.records}x{len(expected)} items  "
+        f"cut tails: {tally.cuts}  lost: {tally.lost}  doubled: {tally.doubled}  "
+        f"extra: {tally.extra}  torn-line warnings: {len(tally.warnings)}  ({time.monotonic() - t0:.0f} s)"
     )
 
 
