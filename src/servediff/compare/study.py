@@ -148,17 +148,19 @@ def _identity(path: Path) -> tuple[int, int] | str:
 
 
 def given_twice(runs: Sequence[Run]) -> list[str]:
-    """Runs that are one run given twice: the same file, or files with the same run id."""
+    """Runs that are one run given twice: the same file, or, within one configuration, files
+    with the same run id (a copy given as a repeat). An edited copy under another label is a
+    constructed comparison, not a control, and stays allowed."""
     out: list[str] = []
     files: dict[tuple[int, int] | str, Run] = {}
-    ids: dict[str, Run] = {}
+    ids: dict[tuple[str, str, str], Run] = {}
     for r in runs:
         first = files.setdefault(_identity(r.path), r)
         if first is not r:
             out.append(f"{r.path} is given twice (as {first.path})")
             continue
         if r.header.run_id is not None:
-            first = ids.setdefault(r.header.run_id, r)
+            first = ids.setdefault((r.header.suite.name, r.label, r.header.run_id), r)
             if first is not r:
                 out.append(f"{r.path} is a copy of {first.path} (same run id {r.header.run_id})")
     return out
