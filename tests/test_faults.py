@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import time
+from email.utils import formatdate
 from pathlib import Path
 
+import pytest
+
 from servediff.cli import main
-from servediff.engines.openai_http import HTTPEngine, HTTPOptions
+from servediff.engines.openai_http import HTTPEngine, HTTPOptions, retry_after_s
 from servediff.record import read_run
 from servediff.suites import SuiteOptions, load_suite
 from servediff.types import Completion, SamplingParams
-from tests.helpers.stub_server import OK_BODY, always, fail_then_ok, stub_server
+from tests.helpers.stub_server import OK_BODY, always, chat_body, fail_then_ok, stub_server
 
 
 def gen(base_url: str, n: int = 2, **opts: object) -> list[Completion]:
@@ -99,7 +104,6 @@ def test_unreachable_server_exits_2(tmp_path: Path) -> None:
 
 
 def test_api_key_is_sent_but_never_recorded(tmp_path: Path, monkeypatch: object) -> None:
-    import pytest
 
     mp: pytest.MonkeyPatch = monkeypatch  # type: ignore[assignment]
     mp.setenv("SERVEDIFF_TEST_KEY", "sk-secret-123")
@@ -125,3 +129,50 @@ def test_api_key_is_sent_but_never_recorded(tmp_path: Path, monkeypatch: object)
             == 0
         )
     assert "sk-secret-123" not in out.read_text()
+
+
+def test_a_null_answer_is_a_retried_error_never_an_empty_text() -> None:
+    with stub_server(always(200, chat_body(None))) as (url, sent):
+        (c,) = gen(url, n=1, max_retries=2)
+    assert c.error and "no answer: message.content is null" in c.error and "after 3 attempts" in c.error
+    assert c.text == "" and len(sent) == 3  # retried like a 5xx, then recorded as an error
+    with stub_server(lambda r: (200, chat_body(None if r.index == 0 else "4"), 0.0)) as (url, sent):
+        (c,) = gen(url, n=1)
+    assert c.error is None and c.text == "4" and len(sent) == 2
+    with stub_server(always(200, chat_body(""))) as (url, sent):
+        (c,) = gen(url, n=1)
+    assert c.error is None and c.text == "" and len(sent) == 1  # an empty string is an answer
+
+
+def test_completions_null_text_and_missing_choices_are_errors() -> None:
+    null_text = json.dumps({"choices": [{"index": 0, "text": None, "finish_reason": "stop"}]})
+    for body, why in ((null_text, "no answer: text is null"), ('{"id": "x"}', "unexpected response shape")):
+        with stub_server(always(200, body)) as (url, sent):
+            (c,) = gen(url, n=1, max_retries=1)
+        assert c.error and why in c.error and len(sent) == 2
+
+
+def test_retry_after_is_honoured() -> None:
+    for status in (429, 503):
+        with stub_server(fail_then_ok(1, status, {"Retry-After": "1"})) as (url, sent):
+            t0 = time.monotonic()
+            (c,) = gen(url, n=1)
+            waited = time.monotonic() - t0
+        assert c.error is None and sent == [status, 200]
+        assert waited >= 1.0  # the backoff alone is 0.01 s
+
+
+def test_retry_after_beyond_the_budget_fails_at_once() -> None:
+    with stub_server(always(503, "busy", headers={"Retry-After": "3600"})) as (url, sent):
+        t0 = time.monotonic()
+        (c,) = gen(url, n=1)
+    assert time.monotonic() - t0 < 5 and sent == [503]
+    assert c.error and "retry after 3600 s" in c.error
+
+
+def test_retry_after_reads_seconds_and_http_dates() -> None:
+    now = 1_800_000_000.0
+    assert retry_after_s("7", now) == 7.0
+    assert retry_after_s(formatdate(now + 30, usegmt=True), now) == pytest.approx(30.0)
+    assert retry_after_s(formatdate(now - 30, usegmt=True), now) == 0.0  # a date passed: no wait
+    assert retry_after_s("soon", now) is None and retry_after_s(None, now) is None

@@ -95,11 +95,11 @@ def test_compare_quality(
         t = p["table"]
         assert t["b"] == sum(bool(x.correct) and not y.correct for x, y in pairs)
         assert t["c"] == sum(not x.correct and bool(y.correct) for x, y in pairs)
-        assert p["n"] == len(pairs) == t["both"] + t["b"] + t["c"] + t["neither"]
+        assert t["n"] == len(pairs) == t["both"] + t["b"] + t["c"] + t["neither"]
         assert p["same_answer"] == sum(x.answer == y.answer for x, y in pairs)
         assert p["identical"] == sum(x.text == y.text for x, y in pairs)
         assert p["p_mcnemar"] == mcnemar_exact(t["b"], t["c"])
-        assert p["delta_ci"]["low"] <= p["delta"] <= p["delta_ci"]["high"]
+        assert p["delta_ci"]["low"] <= t["delta"] <= p["delta_ci"]["high"]
         assert p["verdict"] in ("non-inferior", "inferior", "inconclusive")
     md = tmp_path / "report.md"
     assert main(["compare", *map(str, records.values()), "--md", str(md)]) == 0
@@ -124,4 +124,4 @@ def test_errored_item_is_excluded_not_wrong(
     stock = next(a for a in summary["quality"]["accuracies"] if a["label"] == "stock")
     assert (stock["n"], stock["errors"]) == (19, 1)
     assert summary["quality"]["pairs"][0]["errors"] == 1
-    assert summary["quality"]["pairs"][0]["n"] == 19
+    assert summary["quality"]["pairs"][0]["table"]["n"] == 19

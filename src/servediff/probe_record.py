@@ -67,9 +67,11 @@ class ProbeLine(_Model):
 def is_probe_record(path: Path) -> bool:
     """True when the file's first line is a probe header (compare sorts its inputs with this)."""
     try:
-        with Path(path).open(encoding="utf-8") as f:
-            head = json.loads(f.readline() or "null")
-    except (OSError, json.JSONDecodeError):
+        # Bytes, not text: a text read decodes a whole buffer ahead, so a bad byte on a later
+        # line would raise here; the run reader reports it with its file and line instead.
+        with Path(path).open("rb") as f:
+            head = json.loads(f.readline() or b"null")
+    except (OSError, ValueError):  # ValueError: JSONDecodeError and UnicodeDecodeError
         return False
     return isinstance(head, dict) and head.get("record") == PROBE_RECORD
 

@@ -5,6 +5,12 @@ every further line is one finished item. Items are appended as they finish, so a
 run resumes by skipping the ids already present. Order is not significant; for an id written
 twice (an errored item retried on resume) the last line wins.
 
+A writer killed mid-write leaves one of two tails, and the reader tells them apart: a complete
+JSON line that only lacks its newline is kept (``Run.unterminated``), while a cut line (a JSON
+prefix, or bytes cut inside a UTF-8 character) is left out (``Run.torn``). ``seal`` then makes the
+file safe to append to. Anything else that is wrong (invalid UTF-8, a bad field) is a
+``RecordError`` naming the file, the line and the field.
+
 Pydantic validates here, at the file boundary, and nowhere on the hot path.
 """
 
@@ -16,6 +22,7 @@ import json
 import platform
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -28,11 +35,20 @@ from servediff import __version__
 from servediff.suites.base import Score
 from servediff.types import Completion, SamplingParams
 
-SCHEMA_VERSION = 1
+# 2: the header carries a run_id (a control must be two separate runs, not one file twice).
+SCHEMA_VERSION = 2
+
+# How every header line starts (``record`` is Header's first field): a cut first line that
+# begins like this was a servediff header, anything else is some other file.
+HEADER_START = b'{"record":"servediff-run"'
 
 
 class RecordError(ValueError):
     """A record file that cannot be read or does not match what is asked of it."""
+
+
+class TornHeader(RecordError):
+    """The file holds only the start of a header line: the writer was killed while starting."""
 
 
 class _Model(BaseModel):
@@ -70,6 +86,8 @@ class Header(_Model):
     concurrency: int
     environment: dict[str, Any]
     extra: dict[str, Any] = Field(default_factory=dict)
+    # Unique per run, kept across resumes; None in records written before schema 2.
+    run_id: str | None = None
 
     def fingerprint(self) -> str:
         """What must match for two files to be the same run (used by resume)."""
@@ -172,7 +190,12 @@ def make_header(
         concurrency=concurrency,
         environment=environment(),
         extra=extra or {},
+        run_id=new_run_id(),
     )
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex
 
 
 def item_line(c: Completion, input_: Any, score: Score | None, metadata: dict[str, Any]) -> str:
@@ -211,6 +234,12 @@ class Run:
     path: Path
     header: Header
     items: dict[str, Item] = field(default_factory=dict)
+    # Where the complete lines end (bytes): appending is safe only from here on.
+    end: int = 0
+    # The line number of a cut last line that was left out (its item is not done), if any.
+    torn: int | None = None
+    # True when the last kept line is complete but lacks its newline.
+    unterminated: bool = False
 
     @property
     def label(self) -> str:
@@ -222,30 +251,55 @@ class Run:
 
 
 def read_header(path: Path) -> Header:
-    with path.open(encoding="utf-8") as f:
-        return _parse_header(path, f.readline())
-
-
-def _parse_header(path: Path, line: str) -> Header:
     try:
-        raw = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"{path}: first line is not JSON ({exc})") from exc
+        with Path(path).open("rb") as f:
+            return _parse_header(Path(path), f.readline())
+    except OSError as exc:
+        raise RecordError(f"{path}: {exc.strerror or exc}") from exc
+
+
+def _parse_header(path: Path, line: bytes) -> Header:
+    if not line:
+        raise RecordError(f"{path}: empty file, not a servediff run record")
+    cut = not line.endswith(b"\n")  # a first line without newline is the whole file
+    try:
+        raw = json.loads(line.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError alike
+        if cut and (line.startswith(HEADER_START) or HEADER_START.startswith(line)):
+            raise TornHeader(
+                f"{path}:1: the header line is cut off (the run was killed while starting)"
+            ) from exc
+        what = "not valid UTF-8" if isinstance(exc, UnicodeDecodeError) else "not JSON"
+        raise RecordError(f"{path}:1: first line is {what} ({exc})") from exc
     if not isinstance(raw, dict) or raw.get("record") != "servediff-run":
         raise RecordError(f"{path}: not a servediff run record (no header line)")
-    if raw.get("schema_version", 0) > SCHEMA_VERSION:
-        raise RecordError(f"{path}: schema {raw.get('schema_version')} is newer than this servediff")
+    version = raw.get("schema_version", SCHEMA_VERSION)
+    # Checked before pydantic: it would coerce "1" to 1, and a comparison with a str or None
+    # would raise TypeError.
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise RecordError(f"{path}:1: bad header: schema_version must be an integer, not {version!r}")
+    if version > SCHEMA_VERSION:
+        raise RecordError(f"{path}: schema {version} is newer than this servediff")
     try:
         return Header.model_validate(raw)
     except ValidationError as exc:
-        raise RecordError(f"{path}: bad header: {exc}") from exc
+        raise RecordError(f"{path}:1: bad header: {_first_error(exc)}") from exc
+
+
+def _first_error(exc: ValidationError) -> str:
+    """One line for a validation failure: the first field and what is wrong with it."""
+    errors = exc.errors()
+    first = errors[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(line)"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"field {where}: {first['msg']}{more}"
 
 
 def read_run(path: Path) -> Run:
-    """Read a record. A torn last line (the writer was killed mid-write) is ignored."""
+    """Read a record. A cut last line (the writer was killed mid-write) is left out: see ``torn``."""
     path = Path(path)
     try:
-        f: IO[str] = path.open(encoding="utf-8")
+        f: IO[bytes] = path.open("rb")
     except OSError as exc:
         raise RecordError(f"{path}: {exc.strerror or exc}") from exc
     # The cyclic GC finds nothing among freshly parsed items, yet with 100,000s of new objects
@@ -254,7 +308,9 @@ def read_run(path: Path) -> Run:
     gc.disable()
     try:
         with f:
-            run = Run(path=path, header=_parse_header(path, f.readline()))
+            first = f.readline()
+            run = Run(path=path, header=_parse_header(path, first), end=len(first))
+            run.unterminated = not first.endswith(b"\n")
             _read_items(run, f)
     finally:
         if was_enabled:
@@ -262,20 +318,70 @@ def read_run(path: Path) -> Run:
     return run
 
 
-def _read_items(run: Run, lines: Iterator[str]) -> None:
+def _read_items(run: Run, lines: Iterator[bytes]) -> None:
     # Streamed line by line (not readlines()): a 100,000-item file never sits in memory twice.
+    # Lines stay bytes: pydantic parses them directly, and a bad line is diagnosed only then.
     shared: dict[int, int] = {}
     for n, line in enumerate(lines, 2):
-        if line.isspace() or not line:
-            continue
-        try:
-            item = Item.model_validate_json(line)
-        except ValidationError as exc:
-            if not line.endswith("\n"):  # only the last line can lack one
-                continue  # torn final line: that item simply is not done
-            raise RecordError(f"{run.path}:{n}: bad item line: {exc.errors()[0]['msg']}") from exc
-        _share(item, shared)
-        run.items[item.id] = item
+        if not line.isspace():
+            try:
+                item = Item.model_validate_json(line)
+            except ValidationError as exc:
+                if _is_cut(line, exc):
+                    run.torn = n  # only the last line can lack a newline: that item is not done
+                    return
+                raise RecordError(_line_problem(run.path, n, line, exc)) from exc
+            _share(item, shared)
+            run.items[item.id] = item
+        run.end += len(line)
+        run.unterminated = not line.endswith(b"\n")
+
+
+def _is_cut(line: bytes, exc: ValidationError) -> bool:
+    """A last line cut mid-write: no newline, and not a whole JSON document.
+
+    No proper prefix of a JSON object is JSON, so a line that parses but fails validation was
+    written whole and is a real error, not a cut.
+    """
+    if line.endswith(b"\n"):
+        return False
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return True  # cut inside a multi-byte character (or worse; either way not done)
+    return exc.errors()[0]["type"] == "json_invalid"
+
+
+def _line_problem(path: Path, n: int, line: bytes, exc: ValidationError) -> str:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return f"{path}:{n}: not valid UTF-8 (byte {bad.start} of the line)"
+    if exc.errors()[0]["type"] == "json_invalid":
+        return f"{path}:{n}: bad item line: not JSON ({exc.errors()[0]['msg']})"
+    return f"{path}:{n}: bad item line: {_first_error(exc)}"
+
+
+def seal(run: Run) -> str | None:
+    """Make ``run.path`` safe to append to, as ``run`` was read from it.
+
+    A cut last line is cut off the file (appending after it would glue the next item onto it);
+    a complete last line without its newline gets one (cutting it would lose a finished item).
+    Returns a warning for stderr when a line was dropped.
+    """
+    if run.torn is not None:
+        with run.path.open("r+b") as f:
+            f.truncate(run.end)
+        return (
+            f"warning: {run.path}:{run.torn}: the last line was cut off mid-write (an interrupted "
+            "run); dropped it, and its item runs again"
+        )
+    if run.unterminated:
+        with run.path.open("ab") as f:
+            f.write(b"\n")
+        run.unterminated = False
+        run.end += 1
+    return None
 
 
 def _share(item: Item, shared: dict[int, int]) -> None:

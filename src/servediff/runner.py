@@ -13,7 +13,16 @@ from typing import Any
 from tqdm import tqdm
 
 from servediff.engines import Engine
-from servediff.record import Header, RecordError, SuiteInfo, item_line, make_header, read_run
+from servediff.record import (
+    Header,
+    RecordError,
+    SuiteInfo,
+    TornHeader,
+    item_line,
+    make_header,
+    read_run,
+    seal,
+)
 from servediff.suites import Suite
 from servediff.types import Completion, SamplingParams
 
@@ -63,35 +72,37 @@ def plan_header(plan: RunPlan, engine: Engine) -> Header:
     )
 
 
-def pending_ids(plan: RunPlan, header: Header) -> set[str] | None:
-    """Ids already finished in ``plan.out``, or None when the file is new.
+def pending_ids(path: Path, header: Header) -> set[str] | None:
+    """Ids already finished in ``path``, or None when the run starts afresh (no file yet, an
+    empty one, or one holding only a cut header line).
 
-    Raises RecordError when the file holds a different run: resuming into it would mix two
-    configurations in one record.
+    Leaves the file ready to append to (``record.seal``): a complete last line keeps its item, a
+    cut one is dropped with a warning on stderr and its item runs again. Raises RecordError when
+    the file holds a different run: resuming into it would mix two configurations in one record.
     """
-    if not plan.out.exists() or plan.out.stat().st_size == 0:
+    if not path.exists() or path.stat().st_size == 0:
         return None
-    previous = read_run(plan.out)
+    try:
+        previous = read_run(path)
+    except TornHeader as exc:
+        # Killed before the header was out: nothing was finished, so nothing is lost.
+        path.write_bytes(b"")
+        print(f"warning: {exc}; starting the run afresh", file=sys.stderr)
+        return None
     if previous.header.fingerprint() != header.fingerprint():
         raise RecordError(
-            f"{plan.out} holds a different run (label, engine, sampling, suite or concurrency "
+            f"{path} holds a different run (label, engine, sampling, suite or concurrency "
             "differ); choose another --out or delete it"
         )
-    _drop_torn_tail(plan.out)
+    warning = seal(previous)
+    if warning:
+        print(warning, file=sys.stderr)
     return previous.done_ids()
-
-
-def _drop_torn_tail(path: Path) -> None:
-    # A process killed mid-write leaves a partial last line; appending after it would glue
-    # the next item onto it.
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        path.write_bytes(data[: data.rfind(b"\n") + 1])
 
 
 def execute(plan: RunPlan, engine: Engine, progress: bool = True) -> RunResult:
     header = plan_header(plan, engine)
-    finished = pending_ids(plan, header)
+    finished = pending_ids(plan.out, header)
     todo = [s for s in plan.suite.samples if finished is None or s.id not in finished]
     skipped = len(plan.suite.samples) - len(todo)
     plan.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,20 +1,36 @@
 """A tiny OpenAI-compatible stub for fault injection only (5xx, 429, timeouts, broken JSON).
 
 Real behaviour is tested against the real llama.cpp server; this stub exists to make a server
-fail on purpose, which a real one will not do on demand.
+fail on purpose, which a real one will not do on demand. ``Campaign`` fails a seeded ~20 % of
+requests in every way a server can (statuses with and without Retry-After, truncated and empty
+bodies, missing choices, a null answer, hangs), and echoes the Authorization header in its error
+bodies as careless servers do.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
-# A behaviour gets the 0-based index of the POST request and returns (status, body, delay_s).
-Behaviour = Callable[[int], tuple[int, str, float]]
+
+@dataclass(frozen=True)
+class Request:
+    index: int  # 0-based among the POSTs to /v1/
+    body: dict[str, Any]
+    authorization: str  # the header as received ("" when none)
+
+
+# A behaviour answers a request with (status, body, delay_s) or (status, body, delay_s, headers).
+# "{authorization}" in a body is replaced by the request's Authorization header (an echo).
+Reply = tuple[int, str, float] | tuple[int, str, float, dict[str, str]]
+Behaviour = Callable[[Request], Reply]
 
 OK_BODY = json.dumps(
     {
@@ -29,12 +45,63 @@ OK_BODY = json.dumps(
 )
 
 
-def always(status: int, body: str = "", delay: float = 0.0) -> Behaviour:
-    return lambda i: (status, body, delay)
+def chat_body(content: str | None) -> str:
+    """A chat completion whose answer is ``content`` (None: the ``null`` a broken server sends)."""
+    body = json.loads(OK_BODY)
+    body["choices"][0]["message"]["content"] = content
+    return json.dumps(body)
 
 
-def fail_then_ok(failures: int, status: int = 503) -> Behaviour:
-    return lambda i: (status, "overloaded", 0.0) if i < failures else (200, OK_BODY, 0.0)
+def always(
+    status: int, body: str = "", delay: float = 0.0, headers: dict[str, str] | None = None
+) -> Behaviour:
+    return lambda r: (status, body, delay, headers or {})
+
+
+def fail_then_ok(failures: int, status: int = 503, headers: dict[str, str] | None = None) -> Behaviour:
+    return lambda r: (status, "overloaded", 0.0, headers or {}) if r.index < failures else (200, OK_BODY, 0.0)
+
+
+ECHO = '{"error": {"message": "rejected request with Authorization: {authorization}"}}'
+# Every way a server can fail a request, as (status, body, headers, hangs).
+FAULTS: dict[str, tuple[int, str, dict[str, str], bool]] = {
+    "500": (500, ECHO, {}, False),
+    "503": (503, ECHO, {}, False),
+    "503 Retry-After": (503, ECHO, {"Retry-After": "1"}, False),
+    "429": (429, ECHO, {}, False),
+    "429 Retry-After": (429, ECHO, {"Retry-After": "1"}, False),
+    "truncated JSON": (200, OK_BODY[: len(OK_BODY) // 2], {}, False),
+    "empty body": (200, "", {}, False),
+    "no choices": (200, '{"id": "x", "object": "chat.completion", "model": "stub"}', {}, False),
+    "content null": (200, chat_body(None), {}, False),
+    "hang": (200, OK_BODY, {}, True),
+}
+
+
+@dataclass
+class Campaign:
+    """Fails about ``rate`` of the requests, the fault drawn from ``FAULTS`` by ``seed`` and the
+    request's index (so a run against it is reproducible); answers the rest with ``answer``.
+    Setting ``active`` to False stops the faults."""
+
+    answer: Callable[[Request], str]
+    seed: int = 0
+    rate: float = 0.2
+    hang_s: float = 2.0
+    active: bool = True
+    injected: list[tuple[int, str]] = field(default_factory=list)  # (request index, fault)
+
+    def __call__(self, request: Request) -> Reply:
+        rng = random.Random(f"{self.seed}:{request.index}")
+        if self.active and rng.random() < self.rate:
+            # The kinds in a seeded order, cycled: every kind occurs once ten faults have.
+            order = sorted(FAULTS)
+            random.Random(self.seed).shuffle(order)
+            kind = order[len(self.injected) % len(order)]
+            self.injected.append((request.index, kind))
+            status, body, headers, hangs = FAULTS[kind]
+            return status, body, self.hang_s if hangs else 0.0, headers
+        return 200, chat_body(self.answer(request)), 0.0
 
 
 @contextmanager
@@ -47,11 +114,13 @@ def stub_server(behaviour: Behaviour) -> Iterator[tuple[str, list[int]]]:
         def log_message(self, *args: object) -> None:
             pass
 
-        def _reply(self, status: int, body: str) -> None:
+        def _reply(self, status: int, body: str, headers: dict[str, str] | None = None) -> None:
             data = body.encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
 
@@ -62,17 +131,18 @@ def stub_server(behaviour: Behaviour) -> Iterator[tuple[str, list[int]]]:
                 self._reply(404, "{}")
 
         def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             if not self.path.startswith("/v1/"):
                 self._reply(404, "{}")
                 return
+            authorization = self.headers.get("Authorization", "")
             with lock:
-                index = len(sent)
-                status, body, delay = behaviour(index)
+                request = Request(len(sent), json.loads(raw or b"{}"), authorization)
+                status, body, delay, *more = behaviour(request)
                 sent.append(status)
             time.sleep(delay)
             with suppress(BrokenPipeError, ConnectionResetError):
-                self._reply(status, body)
+                self._reply(status, body.replace("{authorization}", authorization), *more)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
@@ -147,6 +217,9 @@ def serve_fake_vllm(port: int, engaged: bool) -> None:
 
 
 if __name__ == "__main__":
+    import os
     import sys
 
+    # As vLLM does at start-up: print the arguments and the token it will use, secrets and all.
+    print(f"non-default args: {sys.argv[3:]}; HF_TOKEN={os.environ.get('HF_TOKEN', '')}", flush=True)
     serve_fake_vllm(int(sys.argv[1]), engaged=sys.argv[2] == "engaged")

@@ -6,14 +6,19 @@ Runs with the same label (and suite) are repeats of one configuration: the first
 compared with every other (the control), and the first repeat of each configuration with the
 first repeat of every other (the pairs). Only item ids present and error-free in both runs are
 compared; errors are counted, never treated as a difference.
+
+A control must be two separate runs: one file given twice (or a copy of it, by run id) is refused,
+and two files claiming the same label and repeat number are refused unless forced, since either
+would report "identical across repeats" without anything having been repeated.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
 from servediff.compare.divergence import Divergence, find_divergence
 from servediff.record import Run
@@ -130,10 +135,60 @@ def problems(runs: Sequence[Run]) -> list[str]:
     return out
 
 
+def _identity(path: Path) -> tuple[int, int] | str:
+    # The file itself (device, inode), so a symlink or a second spelling of a path is caught too.
+    try:
+        st = os.stat(path)
+    except OSError:
+        return str(Path(path).resolve())
+    return (st.st_dev, st.st_ino)
+
+
+def given_twice(runs: Sequence[Run]) -> list[str]:
+    """Runs that are one run given twice: the same file, or, within one configuration, files
+    with the same run id (a copy given as a repeat). An edited copy under another label is a
+    constructed comparison, not a control, and stays allowed."""
+    out: list[str] = []
+    files: dict[tuple[int, int] | str, Run] = {}
+    ids: dict[tuple[str, str, str], Run] = {}
+    for r in runs:
+        first = files.setdefault(_identity(r.path), r)
+        if first is not r:
+            out.append(f"{r.path} is given twice (as {first.path})")
+            continue
+        if r.header.run_id is not None:
+            first = ids.setdefault((r.header.suite.name, r.label, r.header.run_id), r)
+            if first is not r:
+                out.append(f"{r.path} is a copy of {first.path} (same run id {r.header.run_id})")
+    return out
+
+
+def repeat_collisions(runs: Sequence[Run]) -> list[str]:
+    """Runs of one configuration that claim the same repeat number."""
+    seen: dict[tuple[str, str, int], Run] = {}
+    out: list[str] = []
+    for r in runs:
+        key = (r.header.suite.name, r.label, r.header.repeat)
+        first = seen.setdefault(key, r)
+        if first is not r:
+            out.append(
+                f"{key[0]}: {r.path} and {first.path} are both `{key[1]}` repeat #{key[2]}; a control "
+                "needs repeats with different numbers (servediff run --repeat 2)"
+            )
+    return out
+
+
 def build_study(runs: Sequence[Run], force: bool = False) -> Study:
     if not runs:
         raise CompareError("no runs to compare")
-    found = problems(runs)
+    twice = given_twice(runs)
+    if twice:
+        # Never forced: comparing a run with itself proves nothing about determinism.
+        raise CompareError(
+            "refusing to compare a run with itself: " + "; ".join(twice) + " (a control needs two "
+            "separate runs of one configuration: servediff run --repeat 2)"
+        )
+    found = problems(runs) + repeat_collisions(runs)
     if found and not force:
         raise CompareError("refusing to compare:\n  " + "\n  ".join(found) + "\n(--force compares anyway)")
     configs = group(runs)
@@ -142,8 +197,16 @@ def build_study(runs: Sequence[Run], force: bool = False) -> Study:
     for suite in dict.fromkeys(c.suite for c in configs):
         firsts = [c.runs[0] for c in configs if c.suite == suite]
         pairs.extend(compare_runs(a, b, "pair") for a, b in combinations(firsts, 2))
-    warnings = tuple(f"forced despite: {p}" for p in found)
-    return Study(configurations=configs, controls=tuple(controls), pairs=tuple(pairs), warnings=warnings)
+    warnings = [f"forced despite: {p}" for p in found]
+    warnings += [
+        f"{r.path}:{r.torn}: the last line is cut off (an interrupted run); its item is left out — "
+        "re-run the same `servediff run` to finish it"
+        for r in runs
+        if r.torn is not None
+    ]
+    return Study(
+        configurations=configs, controls=tuple(controls), pairs=tuple(pairs), warnings=tuple(warnings)
+    )
 
 
 def without_pairs_of(study: Study, labels: Iterable[str]) -> Study:

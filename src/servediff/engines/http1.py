@@ -62,6 +62,11 @@ class _Head:
     end: int  # index of the first body byte
     length: int  # byte count, CHUNKED or UNTIL_CLOSE
     keep_alive: bool
+    retry_after: str | None = None  # the Retry-After value of a 429 or 503, as sent
+
+
+# What a POST gets back: status, body, and the Retry-After header of a 429/503 (else None).
+Reply = tuple[int, bytes, str | None]
 
 
 def parse_head(buf: bytes | bytearray) -> _Head | None:
@@ -91,7 +96,11 @@ def parse_head(buf: bytes | bytearray) -> _Head | None:
         keep_alive = value == b"keep-alive" or (keep_alive and value != b"close")
     if status in (204, 304) or 100 <= status < 200:
         length = 0
-    return _Head(status, end + 4, length, keep_alive and length != UNTIL_CLOSE)
+    retry_after = None
+    if status in (429, 503):  # only these carry a Retry-After worth honouring; skip it on a 200
+        value = _header(head, b"\r\nretry-after:")
+        retry_after = value.decode("latin-1") if value is not None else None
+    return _Head(status, end + 4, length, keep_alive and length != UNTIL_CLOSE, retry_after)
 
 
 def _header(head: bytes, name: bytes) -> bytes | None:
@@ -134,7 +143,7 @@ class _Protocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.head: _Head | None = None
-        self.waiter: asyncio.Future[tuple[int, bytes]] | None = None
+        self.waiter: asyncio.Future[Reply] | None = None
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -174,7 +183,7 @@ class _Protocol(asyncio.Protocol):
         if not head.keep_alive or self.buf:  # leftover bytes: the stream is out of step
             self.close()
         if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result((head.status, body))
+            self.waiter.set_result((head.status, body, head.retry_after))
 
     def _fail(self, exc: BaseException) -> None:
         self.close()
@@ -187,7 +196,7 @@ class _Protocol(asyncio.Protocol):
         if w is None or w.done():
             return
         if self.head is not None and self.head.length == UNTIL_CLOSE:
-            w.set_result((self.head.status, bytes(self.buf[self.head.end :])))
+            w.set_result((self.head.status, bytes(self.buf[self.head.end :]), self.head.retry_after))
         elif not self.buf and self.head is None:
             w.set_exception(_Stale(f"server closed the connection ({exc or 'EOF'})"))
         else:
@@ -198,10 +207,10 @@ class _Protocol(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    async def request(self, data: bytes, timeout: float) -> tuple[int, bytes]:
+    async def request(self, data: bytes, timeout: float) -> Reply:
         if self.closed or self.transport is None:
             raise _Stale("connection already closed")
-        waiter: asyncio.Future[tuple[int, bytes]] = self.loop.create_future()
+        waiter: asyncio.Future[Reply] = self.loop.create_future()
         self.waiter, self.head = waiter, None
         self.buf.clear()
         timer = self.loop.call_later(timeout, self._on_timeout, waiter)
@@ -215,7 +224,7 @@ class _Protocol(asyncio.Protocol):
             timer.cancel()
             self.waiter = None
 
-    def _on_timeout(self, waiter: asyncio.Future[tuple[int, bytes]]) -> None:
+    def _on_timeout(self, waiter: asyncio.Future[Reply]) -> None:
         if not waiter.done():
             waiter.set_exception(asyncio.TimeoutError())
         self.close()
@@ -240,7 +249,7 @@ class Connection:
             raise TransportError(f"cannot connect to {ep.host}:{ep.port}: {exc}") from exc
         return proto
 
-    async def post(self, url: str, body: bytes) -> tuple[int, bytes]:
+    async def post(self, url: str, body: bytes) -> Reply:
         """POST ``body`` (JSON) to ``url`` (which starts with the endpoint's origin)."""
         ep = self.endpoint
         target = url[len(ep.origin) :] or "/"

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from servediff.textfile import read_utf8
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -71,10 +73,19 @@ CONFIGS: dict[str, LlamaKnobs] = {
 KNOB_NAMES = tuple(f.name for f in dataclasses.fields(LlamaKnobs))
 
 
+KNOB_TYPES: dict[str, type] = {"flash_attn": bool, "prefix_cache": bool, "kv_cache_type": str}
+
+
 def knobs_from_mapping(values: dict[str, Any], where: str) -> LlamaKnobs:
+    """Knobs from a file (a configuration file, an experiment, a record header), each checked
+    for its type: TOML's ``true`` is an int to Python and ``1.5`` compares like one."""
     unknown = sorted(set(values) - set(KNOB_NAMES))
     if unknown:
         raise ValueError(f"{where}: unknown knob(s) {unknown}; known: {list(KNOB_NAMES)}")
+    for name, value in values.items():
+        kind = KNOB_TYPES.get(name, int)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise ValueError(f"{where}: {name} must be {kind.__name__}, not {value!r}")
     try:
         return LlamaKnobs(**values)
     except (TypeError, ValueError) as exc:
@@ -84,13 +95,20 @@ def knobs_from_mapping(values: dict[str, Any], where: str) -> LlamaKnobs:
 def load_config_file(path: Path) -> dict[str, LlamaKnobs]:
     """Read ``[configs.NAME]`` tables of knobs; unknown keys are an error, not ignored."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"{path}: {exc}") from exc
+        data = tomllib.loads(read_utf8(path))
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML: {exc}") from exc
     extra = sorted(set(data) - {"configs"})
     if extra:
         raise ValueError(f"{path}: unknown top-level key(s) {extra}; expected [configs.NAME] tables")
     tables = data.get("configs", {})
+    if not isinstance(tables, dict):
+        raise ValueError(f"{path}: 'configs' must hold [configs.NAME] tables")
+    bad = next((name for name, v in tables.items() if not isinstance(v, dict)), None)
+    if bad is not None:
+        raise ValueError(f"{path}: configs.{bad} must be a [configs.{bad}] table of knobs, not a value")
     return {name: knobs_from_mapping(dict(v), f"{path} [configs.{name}]") for name, v in tables.items()}
 
 

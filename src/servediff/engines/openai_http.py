@@ -15,22 +15,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.utils
 import json
 import os
 import random
 import time
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass
+from datetime import timezone
 from typing import Any, Protocol, TypeVar
 
 import aiohttp
 
 from servediff.engines import EngineError, OnDone, ProbeResult
-from servediff.engines.http1 import Connection, Endpoint, TransportError
+from servediff.engines.http1 import Connection, Endpoint, Reply, TransportError
+from servediff.redaction import redact_text
 from servediff.types import Completion, Sample, SamplingParams, TokenLogprob
 
 T = TypeVar("T")
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+MAX_RETRY_AFTER_S = 120.0  # the longest Retry-After honoured (see HTTPEngine._max_wait_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +66,7 @@ class HTTPEngine:
         self.model: str | None = options.model
         # Tokenize endpoints still worth asking; one a server answers 404/405 is dropped.
         self._tokenize_paths = ["/extras/tokenize", "/tokenize"]
+        self._api_key = os.environ.get(options.api_key_env) or None
         self._discover()
 
     # --- discovery: which model, which version -------------------------------------------
@@ -172,43 +177,65 @@ class HTTPEngine:
         t0 = time.perf_counter()
         last = "no attempt made"
         for attempt in range(self.options.max_retries + 1):
+            wait: float | None = None  # what the server asked for (Retry-After), if anything
             try:
-                status, raw = await channel.post(url, data)
+                status, raw, retry_after = await channel.post(url, data)
             except TransportError as exc:
                 last = f"connection error: {exc}"
             except asyncio.TimeoutError:
-                return _failed(sample.id, f"timeout after {self.options.timeout_s:g} s", t0)
+                return self._failed(sample.id, f"timeout after {self.options.timeout_s:g} s", t0)
             except ValueError as exc:  # a protocol error retrying won't fix
-                return _failed(sample.id, str(exc), t0)
+                return self._failed(sample.id, str(exc), t0)
             else:
                 if status in RETRY_STATUS:
-                    last = f"HTTP {status}: {_text(raw)[:200]}"
+                    last = f"HTTP {status}: {self._snippet(raw, 200)}"
+                    wait = retry_after_s(retry_after)
+                    if wait is not None and wait > self._max_wait_s():
+                        return self._failed(sample.id, f"{last} (the server asked to retry after "
+                                            f"{wait:g} s, more than this run waits)", t0)  # fmt: skip
                 elif status >= 400:  # 4xx: retrying won't help
-                    return _failed(sample.id, f"HTTP {status}: {_text(raw)[:300]}", t0)
+                    return self._failed(sample.id, f"HTTP {status}: {self._snippet(raw, 300)}", t0)
                 else:
                     try:
                         return parse_response(sample.id, json_object(raw), time.perf_counter() - t0)
                     except ValueError as exc:
-                        return _failed(sample.id, str(exc), t0)
+                        # A 200 without an answer (null content, no choices, a truncated body)
+                        # is a server fault like a 5xx, never an empty answer: retry it.
+                        last = f"{exc}: {self._snippet(raw, 200)!r}"
             if attempt < self.options.max_retries:
-                delay = self.options.backoff_s * 2**attempt
-                await asyncio.sleep(delay * (0.5 + random.random() / 2))
-        return _failed(sample.id, f"{last} (after {self.options.max_retries + 1} attempts)", t0)
+                delay = self.options.backoff_s * 2**attempt * (0.5 + random.random() / 2)
+                await asyncio.sleep(max(delay, wait or 0.0))
+        return self._failed(sample.id, f"{last} (after {self.options.max_retries + 1} attempts)", t0)
+
+    def _max_wait_s(self) -> float:
+        # A server may ask for minutes or hours (a spent quota). Waiting that long would stall
+        # the whole run behind one item with no sign of life; more than one request's timeout
+        # (capped at MAX_RETRY_AFTER_S) is recorded as an error at once, for a resume to retry.
+        return min(self.options.timeout_s, MAX_RETRY_AFTER_S)
+
+    def _redact(self, text: str) -> str:
+        # Servers echo the Authorization header (and so the key) in error bodies.
+        return redact_text(text, [self._api_key] if self._api_key else [])
+
+    def _snippet(self, raw: bytes, n: int) -> str:
+        """The start of a response body for an error message: redacted *before* it is cut, so
+        a key the cut falls inside cannot leave its first characters behind."""
+        return self._redact(_text(raw))[:n]
+
+    def _failed(self, item_id: str, error: str, t0: float) -> Completion:
+        return Completion(item_id=item_id, error=self._redact(error), latency_s=time.perf_counter() - t0)
 
     async def _post(self, session: aiohttp.ClientSession, url: str, data: str) -> dict[str, Any]:
         async with session.post(url, data=data) as resp:
-            text = await resp.text()
+            raw = await resp.read()
             if resp.status in RETRY_STATUS:
-                raise _RetryableError(f"HTTP {resp.status}: {text[:200]}")
+                raise _RetryableError(f"HTTP {resp.status}: {self._snippet(raw, 200)}")
             if resp.status >= 400:
-                raise ValueError(f"HTTP {resp.status}: {text[:300]}")
+                raise ValueError(f"HTTP {resp.status}: {self._snippet(raw, 300)}")
         try:
-            parsed = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"response is not JSON ({exc}): {text[:200]!r}") from exc
-        if not isinstance(parsed, dict):
-            raise ValueError(f"response is not a JSON object: {text[:200]!r}")
-        return parsed
+            return json_object(raw)
+        except ValueError as exc:
+            raise ValueError(f"{exc}: {self._snippet(raw, 200)!r}") from exc
 
     async def _retokenize(self, channel: Channel, c: Completion) -> None:
         """Token ids of the text from the server's tokenizer, when it exposes one.
@@ -222,7 +249,7 @@ class HTTPEngine:
             else:  # vLLM, SGLang
                 body = {"model": self.model, "prompt": c.text, "add_special_tokens": False}
             try:
-                status, raw = await channel.post(f"{self.base_url}{path}", json.dumps(body).encode())
+                status, raw, _ = await channel.post(f"{self.base_url}{path}", json.dumps(body).encode())
                 if status in (404, 405):
                     # The server has no such endpoint: stop asking for it on every item.
                     self._tokenize_paths.remove(path)
@@ -293,7 +320,7 @@ async def _get_json(session: aiohttp.ClientSession, url: str) -> Any:
 class Channel(Protocol):
     """How a worker sends one POST: (status, body bytes), or TransportError / TimeoutError."""
 
-    async def post(self, url: str, body: bytes) -> tuple[int, bytes]: ...
+    async def post(self, url: str, body: bytes) -> Reply: ...
 
 
 class _AiohttpChannel:
@@ -302,10 +329,10 @@ class _AiohttpChannel:
     def __init__(self, session: aiohttp.ClientSession) -> None:
         self.session = session
 
-    async def post(self, url: str, body: bytes) -> tuple[int, bytes]:
+    async def post(self, url: str, body: bytes) -> Reply:
         try:
             async with self.session.post(url, data=body) as resp:
-                return resp.status, await resp.read()
+                return resp.status, await resp.read(), resp.headers.get("Retry-After")
         except asyncio.TimeoutError:
             raise
         except aiohttp.ClientConnectionError as exc:
@@ -328,32 +355,55 @@ def _text(raw: bytes) -> str:
 
 
 def json_object(raw: bytes) -> dict[str, Any]:
-    """A response body that must be a JSON object; anything else raises ValueError."""
+    """A response body that must be a JSON object; anything else raises ValueError (whose
+    message leaves the body out: the caller adds it, redacted)."""
+    if not raw.strip():
+        raise ValueError("empty response body")
     try:
         parsed = json.loads(raw.decode())  # str, not bytes: skips json's encoding detection
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"response is not JSON ({exc}): {raw[:200]!r}") from exc
+        raise ValueError(f"response is not JSON ({exc})") from exc
     if not isinstance(parsed, dict):
-        raise ValueError(f"response is not a JSON object: {raw[:200]!r}")
+        raise ValueError("response is not a JSON object")
     return parsed
 
 
-def _failed(item_id: str, error: str, t0: float) -> Completion:
-    return Completion(item_id=item_id, error=error, latency_s=time.perf_counter() - t0)
+def retry_after_s(value: str | None, now: float | None = None) -> float | None:
+    """A Retry-After header in seconds: delay-seconds or an HTTP-date (RFC 9110 §10.2.3);
+    None when absent or unreadable."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is always GMT
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def parse_response(item_id: str, raw: dict[str, Any], latency: float) -> Completion:
-    """A chat or text completion response → Completion. Malformed shapes raise ValueError."""
+    """A chat or text completion response → Completion. Malformed shapes raise ValueError, and
+    so does an answer that is not there (``content``/``text`` null or missing): an empty string
+    is an answer a model can give, a null is a server that gave none, and must not be scored."""
     try:
         choice = raw["choices"][0]
         if "message" in choice:
-            text = choice["message"].get("content") or ""
+            text = choice["message"]["content"]
             lps = _chat_logprobs(choice.get("logprobs"))
         else:
             text = choice["text"]
             lps = _text_logprobs(choice.get("logprobs"))
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise ValueError(f"unexpected response shape ({exc!r}): {str(raw)[:200]}") from exc
+        raise ValueError(f"unexpected response shape ({exc!r})") from exc
+    if not isinstance(text, str):
+        where = "message.content" if "message" in choice else "text"
+        raise ValueError(
+            f"no answer: {where} is {json.dumps(text)} (finish_reason {choice.get('finish_reason')!r})"
+        )
     usage = raw.get("usage") or {}
     n_tokens = usage.get("completion_tokens")
     return Completion(

@@ -36,6 +36,7 @@ from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
 from servediff.probe import probe_sides
 from servediff.record import RecordError, Run, read_header, read_run
+from servediff.redaction import redact_argv
 from servediff.report.model import Report
 from servediff.report.wording import flag_line
 from servediff.runner import RunPlan, RunResult, execute
@@ -182,7 +183,7 @@ def session(exp: Experiment, config: ConfigSpec) -> Iterator[Session]:
         return
     model_path = str(exp.model_path) if exp.model_path else _default_model_path_or_empty(config)
     log = exp.output / "logs" / f"{config.label}.{config.digest}.log"
-    _say(f"[{config.label}] starting: {' '.join(config.launch.argv)}")
+    _say(f"[{config.label}] starting: {' '.join(redact_argv(config.launch.argv))}")
     with launched(config, log, exp.model, Placeholders(exp.model, model_path)) as server:
         _say(
             f"[{config.label}] healthy after {server.startup_s:.1f} s on port {server.port}, serves "

@@ -6,14 +6,11 @@ engine profile, the claimed features and the hash of the configuration's definit
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from servediff.engines.openai_http import HTTPEngine, HTTPOptions
 from servediff.experiment.spec import ConfigSpec
-
-# Environment values under names like these may be credentials: recorded as redacted.
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+from servediff.redaction import redact_argv, redact_env
 
 
 class ExperimentHTTPEngine(HTTPEngine):
@@ -28,8 +25,9 @@ class ExperimentHTTPEngine(HTTPEngine):
         out.update(profile=c.profile, claims=list(c.claims), definition_sha256=c.digest)
         if c.launch is not None:
             # The argv as written ({port} unsubstituted): a fresh port is not a new configuration.
-            out["launch"] = list(c.launch.argv)
-            out["env"] = {k: "<redacted>" if SECRET_NAME.search(k) else v for k, v in c.launch.env}
+            # Credentials in it (--api-key X, HF_TOKEN=X) and in its environment stay off disk.
+            out["launch"] = redact_argv(c.launch.argv)
+            out["env"] = redact_env(c.launch.env)
         if self._version and not out.get("server_version"):
             out["server_version"] = self._version
         return out

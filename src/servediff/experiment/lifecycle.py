@@ -4,9 +4,11 @@
 
 The server runs without a shell, in its own process group (so workers it spawns are stopped
 with it), on a free port substituted into its argv, with stdout and stderr appended to a log
-file. Stopping sends SIGTERM to the group, then SIGKILL after a grace period, and waits until
-the port is free: engines that share a GPU cannot overlap, and the next configuration must not
-talk to the previous server. Whatever happens (a failed start, an exception, Ctrl-C), the
+file line by line through a redactor: servers print their arguments (vLLM logs ``api_key``), so
+the credentials the server was launched with are blanked before they reach the disk. Stopping
+sends SIGTERM to the group, then SIGKILL after a grace period, and waits until the port is free:
+engines that share a GPU cannot overlap, and the next configuration must not talk to the
+previous server. Whatever happens (a failed start, an exception, Ctrl-C), the
 ``launched`` context manager stops what it started.
 """
 
@@ -18,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -26,11 +29,12 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from servediff.engines import EngineError
 from servediff.engines.profiles import PROFILES
 from servediff.experiment.spec import ConfigSpec
+from servediff.redaction import argv_secrets, env_secrets, redact_argv, redact_text
 
 HOST = "127.0.0.1"
 POLL_S = 0.25
@@ -121,7 +125,7 @@ def launched(config: ConfigSpec, log: Path, model: str, values: Placeholders) ->
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
-                stdout=sink,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **dict(spec.env)},
                 start_new_session=True,  # its own process group: stop it and its workers together
@@ -129,21 +133,50 @@ def launched(config: ConfigSpec, log: Path, model: str, values: Placeholders) ->
         except OSError as exc:
             raise LaunchError(f"{label}: cannot start {argv[0]!r}: {exc.strerror or exc}") from exc
         _banner(sink, proc.pid, argv)
+        pump = LogPump(proc, sink, [*argv_secrets(argv), *env_secrets(spec.env)])
         try:
             base_url = f"http://{HOST}:{port}"
-            _wait_healthy(proc, _health_url(spec.health, base_url), spec.start_timeout_s, log, label)
+            _wait_healthy(proc, _health_url(spec.health, base_url), spec.start_timeout_s, log, label, pump)
             served = _check_model(base_url, model, log, label)
             paths = PROFILES[config.profile].version_paths if config.profile in PROFILES else ()
             version = server_version(base_url, paths) or _package_version(argv)
             yield RunningServer(base_url, port, proc.pid, argv, log, served, version, time.monotonic() - t0)
         finally:
             stop(proc, spec.stop_timeout_s)
+            pump.drain(spec.stop_timeout_s)
             _wait_port_free(port, spec.stop_timeout_s)
+
+
+class LogPump:
+    """Copies the server's output into its log a line at a time, with the credentials it was
+    launched with (and anything shaped like one) redacted. A thread, because the server writes
+    whenever it likes and a full pipe would block it."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], sink: IO[bytes], secrets: list[str]) -> None:
+        self._source = proc.stdout
+        self._sink = sink
+        self._secrets = secrets
+        self._thread = threading.Thread(target=self._copy, name=f"server-log-{proc.pid}", daemon=True)
+        self._thread.start()
+
+    def _copy(self) -> None:
+        if self._source is None:
+            return
+        with self._source, suppress(OSError, ValueError):  # ValueError: the log closed under us
+            for line in iter(self._source.readline, b""):
+                text = redact_text(line.decode("utf-8", errors="replace"), self._secrets)
+                self._sink.write(text.encode("utf-8"))
+                self._sink.flush()  # the log is read while the server runs (tails in errors)
+
+    def drain(self, timeout: float) -> None:
+        """Wait until the server's output is all in the log (its pipe closed), up to ``timeout``."""
+        self._thread.join(timeout)
 
 
 def _banner(sink: Any, pid: int, argv: tuple[str, ...]) -> None:
     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    sink.write(f"# servediff {when}: started pid {pid}: {json.dumps(list(argv))}\n".encode())
+    shown = json.dumps(redact_argv(argv))
+    sink.write(f"# servediff {when}: started pid {pid}: {shown}\n".encode())
     sink.flush()
 
 
@@ -151,11 +184,14 @@ def _health_url(health: str, base_url: str) -> str:
     return health if health.startswith(("http://", "https://")) else f"{base_url}/{health.lstrip('/')}"
 
 
-def _wait_healthy(proc: subprocess.Popen[bytes], url: str, timeout: float, log: Path, label: str) -> None:
+def _wait_healthy(
+    proc: subprocess.Popen[bytes], url: str, timeout: float, log: Path, label: str, pump: LogPump
+) -> None:
     deadline = time.monotonic() + timeout
     while True:
         code = proc.poll()
         if code is not None:
+            pump.drain(5.0)  # its last words (the reason it exited) into the log before the tail
             raise LaunchError(
                 f"{label}: the server exited with code {code} before it became healthy; "
                 f"log {log}, last lines:\n{log_tail(log)}"

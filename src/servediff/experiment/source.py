@@ -5,6 +5,7 @@ servediff experiment my-study.toml      # "my-study.toml:12: unknown key 'lable'
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -67,3 +68,20 @@ def typed(src: Source, value: Any, kind: type | tuple[type, ...], key: str, line
     if not isinstance(value, kind):
         raise src.error(f"{key} has the wrong type ({type(value).__name__}): {value!r}", line)
     return value
+
+
+def integer(src: Source, value: Any, key: str, line: int | None, low: int, high: int | None = None) -> int:
+    """An integer from ``low`` to ``high``: a count, a seed, a port."""
+    typed(src, value, int, key, line)
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"from {low} to {high}"
+        raise src.error(f"{key} must be an integer {bound}, got {value!r}", line)
+    return int(value)
+
+
+def seconds(src: Source, value: Any, key: str, line: int | None) -> float:
+    """A positive, finite time: TOML has ``nan`` and ``inf``, and neither is a timeout."""
+    typed(src, value, (int, float), key, line)
+    if not (math.isfinite(value) and value > 0):
+        raise src.error(f"{key} must be a number of seconds > 0, got {value!r}", line)
+    return float(value)

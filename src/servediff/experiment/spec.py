@@ -20,7 +20,8 @@ from typing import Any
 
 from servediff.engines.knobs import CONFIGS, LlamaKnobs, knobs_from_mapping
 from servediff.engines.profiles import CLAIMS, PROFILES, guess_profile
-from servediff.experiment.source import ExperimentError, Source, check_keys, typed
+from servediff.experiment.source import ExperimentError, Source, check_keys, integer, seconds, typed
+from servediff.textfile import read_utf8
 from servediff.types import SamplingParams
 
 if sys.version_info >= (3, 11):
@@ -155,9 +156,11 @@ def load_experiment(path: Path, output: Path | None = None) -> Experiment:
     """Read and validate an experiment file. ``output`` overrides the file's ``output``."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_utf8(path)
     except OSError as exc:
         raise ExperimentError(f"{path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:  # not UTF-8: the message names the line
+        raise ExperimentError(str(exc)) from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -172,9 +175,7 @@ def parse_experiment(raw: dict[str, Any], path: Path, text: str, output: Path | 
     if not isinstance(model, str) or not model:
         raise src.error("'model' is required: the model id every configuration must serve", src.line("model"))
     base = path.resolve().parent
-    model_path = Path(raw["model_path"]) if "model_path" in raw else None
-    if model_path is not None and not model_path.is_absolute():
-        model_path = base / model_path
+    model_path = _path(src, raw, "model_path", src.line("model_path"), base)
     sampling = _sampling(src, raw.get("sampling", {}))
     suites = _suites(src, raw.get("suites", ["prompts"]), base)
     configs = _configurations(src, raw, model, model_path, sampling)
@@ -189,19 +190,21 @@ def parse_experiment(raw: dict[str, Any], path: Path, text: str, output: Path | 
             src.line("label", "configurations", embedded[0]),
         )
     control = raw.get("control", labels[0])
-    if control not in labels:
+    if not isinstance(control, str) or control not in labels:
         raise src.error(f"control {control!r} is not a configuration label ({labels})", src.line("control"))
-    repeats = typed(src, raw.get("control_repeats", 1), int, "control_repeats", src.line("control_repeats"))
-    concurrency = typed(src, raw.get("concurrency", 1), int, "concurrency", src.line("concurrency"))
-    if repeats < 0 or concurrency < 1:
-        raise src.error("control_repeats must be >= 0 and concurrency >= 1", src.line("control_repeats"))
-    out = output or Path(raw.get("output", Path("out") / path.stem))
+    repeats = integer(src, raw.get("control_repeats", 1), "control_repeats", src.line("control_repeats"), 0)
+    concurrency = integer(src, raw.get("concurrency", 1), "concurrency", src.line("concurrency"), 1)
+    title = typed(
+        src, raw.get("title", f"servediff experiment: {path.stem}"), str, "title", src.line("title")
+    )
+    if output is None:  # relative to where servediff runs, as --out is
+        output = Path(typed(src, raw.get("output", f"out/{path.stem}"), str, "output", src.line("output")))
     return Experiment(
         path=path,
-        title=str(raw.get("title", f"servediff experiment: {path.stem}")),
+        title=title,
         model=model,
         model_path=model_path,
-        output=Path(out),
+        output=output,
         suites=suites,
         configurations=configs,
         control=control,
@@ -214,6 +217,16 @@ def parse_experiment(raw: dict[str, Any], path: Path, text: str, output: Path | 
     )
 
 
+def _path(src: Source, table: dict[str, Any], key: str, line: int | None, base: Path) -> Path | None:
+    """A file named in the experiment, relative to the experiment file's folder."""
+    if key not in table:
+        return None
+    value = typed(src, table[key], str, key, line)
+    if not value:
+        raise src.error(f"{key} must name a file, got an empty string", line)
+    return Path(value) if Path(value).is_absolute() else base / value
+
+
 def _sampling(src: Source, table: Any) -> SamplingParams:
     if not isinstance(table, dict):
         raise src.error("[sampling] must be a table", src.line("sampling"))
@@ -221,13 +234,14 @@ def _sampling(src: Source, table: Any) -> SamplingParams:
     thinking = table.get("thinking", "unset")
     if thinking not in ("on", "off", "unset"):
         raise src.error("thinking must be 'on', 'off' or 'unset'", src.line("thinking", "sampling"))
-    for key in ("max_tokens", "seed", "top_logprobs"):
-        if key in table:
-            typed(src, table[key], int, key, src.line(key, "sampling"))
+
+    def number(key: str, default: int, least: int) -> int:
+        return integer(src, table.get(key, default), key, src.line(key, "sampling"), least)
+
     return SamplingParams(
-        seed=table.get("seed", 42),
-        max_tokens=table.get("max_tokens", 300),
-        top_logprobs=table.get("top_logprobs", 0),
+        seed=number("seed", 42, 0),
+        max_tokens=number("max_tokens", 300, 1),
+        top_logprobs=number("top_logprobs", 0, 0),
         enable_thinking={"on": True, "off": False, "unset": None}[thinking],
     )
 
@@ -243,10 +257,7 @@ def _probes(src: Source, table: Any, base: Path) -> ProbeSpec:
     if not 2 <= k <= 20:
         # a gap needs two tokens; OpenAI-compatible servers cap logprobs at 20
         raise src.error(f"probes.k must be between 2 and 20, got {k}", src.line("k", "probes"))
-    template = table.get("template")
-    if template is not None:
-        typed(src, template, str, "template", src.line("template", "probes"))
-        template = Path(template) if Path(template).is_absolute() else base / template
+    template = _path(src, table, "template", src.line("template", "probes"), base)
     return ProbeSpec(enabled=table.get("enabled", True), k=k, replay=table.get("replay"), template=template)
 
 
@@ -261,17 +272,16 @@ def _suites(src: Source, value: Any, base: Path) -> tuple[SuiteSpec, ...]:
         if not isinstance(opts, dict):
             raise src.error(f"[{where}] must be a table", src.line(where))
         check_keys(src, opts, SUITE_KEYS, f"[{where}]", where)
-        p = Path(opts["path"]) if "path" in opts else None
-        for key in ("limit", "seed", "max_tokens"):
-            if key in opts:
-                typed(src, opts[key], int, key, src.line(key, where))
+        # limit and max_tokens of 0 would run nothing; a negative seed is refused by numpy later
+        least = {"limit": 1, "seed": 0, "max_tokens": 1}
+        given = {k: integer(src, opts[k], k, src.line(k, where), least[k]) for k in least if k in opts}
         out.append(
             SuiteSpec(
                 name=name,
-                limit=opts.get("limit"),
-                seed=opts.get("seed", 0),
-                path=(p if p is None or p.is_absolute() else base / p),
-                max_tokens=opts.get("max_tokens"),
+                limit=given.get("limit"),
+                seed=given.get("seed", 0),
+                path=_path(src, opts, "path", src.line("path", where), base),
+                max_tokens=given.get("max_tokens"),
             )
         )
     return tuple(out)
@@ -321,6 +331,9 @@ def _configuration(src: Source, table: Any, n: int, shared: dict[str, Any]) -> C
             f"got {kinds or 'none'}",
             line("label"),
         )
+    for key in ("base_url", "profile", "health"):
+        if key in table:
+            typed(src, table[key], str, key, line(key))
     launch = _launch(src, table, label, line) if "launch" in table else None
     knobs = _knobs(src, table, label, line) if kinds == ["knobs/config"] else None
     default = guess_profile(launch.argv) if launch else "generic" if "base_url" in table else "embedded"
@@ -377,17 +390,18 @@ def _launch(src: Source, table: dict[str, Any], label: str, line: Any) -> Launch
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise src.error(f"configuration {label!r}: env must be a table of strings", line("env"))
     profile = PROFILES.get(table.get("profile") or guess_profile(argv), PROFILES["generic"])
-    numbers = {}
-    for key in ("start_timeout", "stop_timeout", "port"):
-        if key in table:
-            numbers[key] = typed(src, table[key], (int, float), key, line(key))
+    times = {
+        key: seconds(src, table[key], key, line(key))
+        for key in ("start_timeout", "stop_timeout")
+        if key in table
+    }
     return LaunchSpec(
         argv=tuple(argv),
         env=tuple(sorted(env.items())),
-        health=str(table.get("health", profile.health_path)),
-        start_timeout_s=float(numbers.get("start_timeout", 600.0)),
-        stop_timeout_s=float(numbers.get("stop_timeout", 30.0)),
-        port=int(numbers["port"]) if "port" in numbers else None,
+        health=table.get("health", profile.health_path),
+        start_timeout_s=times.get("start_timeout", 600.0),
+        stop_timeout_s=times.get("stop_timeout", 30.0),
+        port=integer(src, table["port"], "port", line("port"), 1, 65535) if "port" in table else None,
     )
 
 

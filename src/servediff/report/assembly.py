@@ -30,6 +30,7 @@ from servediff.compare.mechanism import (
 from servediff.compare.stats import wilson
 from servediff.compare.study import Configuration, PairResult, Study
 from servediff.record import Item, Run
+from servediff.redaction import redact_argv
 from servediff.report import experiment_view
 from servediff.report.model import (
     SCHEMA_VERSION,
@@ -81,7 +82,8 @@ def build(study: Study, options: ReportOptions) -> Report:
         suites=tuple(suite_method(study, s) for s in study.suites),
         method_notes=method_notes(study),
         tool=tool(study.configurations[0].runs[0]),
-        comparisons=tuple(comparison(p, options) for p in study.comparisons),
+        controls=tuple(comparison(p, options) for p in study.controls),
+        pairs=tuple(comparison(p, options) for p in study.pairs),
         quality=quality(study, options.margin),
         matrices=matrices(study),
         claims=experiment_view.claims(study),
@@ -122,7 +124,7 @@ def _engine(label: str, configs: Sequence[Configuration]) -> Engine:
     run = configs[0].runs[0]
     e = run.header.engine
     kind = str(e.get("kind"))
-    what = e.get("knobs") or e.get("launch") or e.get("options") or {}
+    what = e.get("knobs") or _launch(e.get("launch")) or e.get("options") or {}
     forms = {c.suite: asked(kind, prompt_form(c.runs[0])) for c in configs}
     how = (
         next(iter(forms.values()))
@@ -142,6 +144,11 @@ def _engine(label: str, configs: Sequence[Configuration]) -> Engine:
         runs=sum(len(c.runs) for c in configs),
         imported=imported_line(imported) if isinstance(imported, dict) else None,
     )
+
+
+def _launch(argv: object) -> list[str] | None:
+    """The launch argv to show: redacted again, for records written before redaction existed."""
+    return redact_argv([str(a) for a in argv]) if isinstance(argv, list) and argv else None
 
 
 def imported_line(source: dict[str, object]) -> str:

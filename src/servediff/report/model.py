@@ -256,7 +256,8 @@ class Report:
     suites: tuple[SuiteMethod, ...]
     method_notes: tuple[str, ...]  # e.g. an instruct model sent raw prompts
     tool: Tool
-    comparisons: tuple[Comparison, ...]
+    controls: tuple[Comparison, ...]  # each configuration against its own repeats
+    pairs: tuple[Comparison, ...]  # configurations against each other
     quality: QualityView | None
     matrices: tuple[Matrix, ...]
     claims: tuple[Claim, ...]
@@ -264,12 +265,8 @@ class Report:
     limitations: tuple[str, ...]
 
     @property
-    def controls(self) -> tuple[Comparison, ...]:
-        return tuple(c for c in self.comparisons if c.kind == "control")
-
-    @property
-    def pairs(self) -> tuple[Comparison, ...]:
-        return tuple(c for c in self.comparisons if c.kind == "pair")
+    def comparisons(self) -> tuple[Comparison, ...]:
+        return (*self.controls, *self.pairs)
 
     @property
     def errors_left_out(self) -> int:

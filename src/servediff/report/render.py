@@ -23,7 +23,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from servediff.report import figures, fmt, wording
+from servediff.report import figures, fmt, mdtext, wording
 from servediff.report.model import Report
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
@@ -35,33 +35,14 @@ class Md(str):
     __slots__ = ()
 
 
-# Characters that open markup inside a line of CommonMark/GFM (emphasis, code, links, table
-# cells, strikethrough, GitHub's math); escaped with a backslash. Line-start markers (#, -, +)
-# need no escape: an interpolated value never starts a line in the templates.
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~$])")
-
-
 def md(value: object) -> str:
-    """Plain text in Markdown: no emphasis, link, code span, table cell break or raw HTML.
-
-    ``<``, ``>`` and ``&`` become entities (GitHub and most viewers render inline HTML), the rest
-    of the punctuation that could start markup is backslash-escaped, and a line break becomes a
-    visible ``\\n`` so that it cannot end a table row or a list item."""
-    if isinstance(value, Md):
-        return value
-    s = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    s = _MD_SPECIAL.sub(r"\\\1", s)
-    return s.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\r")
+    """Plain text in Markdown (``mdtext.cell``): no markup, raw HTML or table break."""
+    return value if isinstance(value, Md) else mdtext.cell(value)
 
 
 def code(value: object) -> Md:
-    """A code span that no content can close: the fence is longer than any run of backticks in
-    it (CommonMark), ``|`` is escaped for GFM tables, and line breaks are shown as ``\\n``."""
-    s = str(value).replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\r").replace("|", "\\|")
-    longest = max((len(m) for m in re.findall(r"`+", s)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if s.startswith("`") or s.endswith("`") or not s.strip() else ""
-    return Md(f"{fence}{pad}{s}{pad}{fence}")
+    """A code span that no content can close (``mdtext.code``)."""
+    return Md(mdtext.code(value))
 
 
 def tok(value: str | None) -> Md:
@@ -145,6 +126,16 @@ def html(report: Report) -> str:
 
 
 def _plain(x: Any) -> Any:
+    """JSON values: a dataclass becomes its fields plus its scalar properties (accuracy, n, Δ:
+    derived in the model, so a reader of summary.json need not derive them again)."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        out = {f.name: _plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
+        for name, attr in vars(type(x)).items():
+            if isinstance(attr, property) and not name.startswith("_"):
+                value = getattr(x, name)
+                if value is None or isinstance(value, (bool, int, float, str)):
+                    out[name] = _plain(value)
+        return out
     if isinstance(x, float):
         return None if math.isnan(x) or math.isinf(x) else x  # JSON has no NaN
     if isinstance(x, dict):
@@ -156,6 +147,5 @@ def _plain(x: Any) -> Any:
 
 def summary(report: Report) -> dict[str, Any]:
     """summary.json and ``compare --json``: the model itself, with its schema version."""
-    out: dict[str, Any] = _plain(dataclasses.asdict(report))
-    out["record"] = "servediff-summary"
+    out: dict[str, Any] = {"record": "servediff-summary", **_plain(report)}
     return out

@@ -13,6 +13,7 @@ from typing import Any
 
 from servediff.compare.study import Study
 from servediff.record import Run
+from servediff.report.mdtext import cell, code
 
 Section = Callable[[Study], list[str]]
 
@@ -69,7 +70,7 @@ def hardware_section(study: Study) -> list[str]:
             continue
         versions = ", ".join(f"{k} {v}" for k, v in sorted((hw.get("versions") or {}).items()) if v)
         details = "; ".join(f"{k} {hw[k]}" for k in HARDWARE_KEYS if k in hw)
-        out.append(f"| `{c.label}` | {hw.get('device')} | {versions} | {details} |")
+        out.append(f"| {code(c.label)} | {cell(hw.get('device'))} | {cell(versions)} | {cell(details)} |")
     return [*out, ""] if len(out) > 4 else []
 
 
@@ -99,7 +100,7 @@ def throughput_section(direct: Sequence[dict[str, Any]]) -> Section:
                         f"{d['same_token_ids']}/{d['items']}",
                     ]
                 out.append(
-                    f"| `{run.label}` | {run.header.repeat} | {tokens} | {wall:.2f} | {inside} "
+                    f"| {code(run.label)} | {run.header.repeat} | {tokens} | {wall:.2f} | {inside} "
                     f"| {_rate(tokens, wall)} | " + " | ".join(cells) + " |"
                 )
         out += [

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from servediff.textfile import utf8_lines
 from servediff.types import Sample
 
 
@@ -57,19 +59,46 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+# A JSON \uD800-\uDFFF escape: only these can make a lone surrogate, which UTF-8 cannot encode.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) for every non-blank line of a JSON Lines file.
+
+    Every way a line can be unusable is a ValueError naming ``path:line``: bytes that are not
+    UTF-8, text that is not JSON, nesting too deep for the parser, and a lone surrogate escape
+    (valid JSON, but it cannot be sent to an engine or written to a record: a run once stopped
+    at such an item with nothing but its header written).
+    """
+    for lineno, line in utf8_lines(path):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+            if _SURROGATE_ESCAPE.search(line):
+                json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{lineno}: not JSON: {exc}") from None
+        except RecursionError:
+            raise ValueError(f"{path}:{lineno}: nested too deeply to read") from None
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"{path}:{lineno}: a lone surrogate escape (\\uD800-\\uDFFF without its pair) is not text"
+            ) from None
+        yield lineno, value
+
+
 def jsonl_rows(path: Path, what: str, parse: Callable[[Any], T | None]) -> list[T]:
     """``parse`` applied to every non-blank line (None skips a row); a bad row names its line."""
     rows: list[T] = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = parse(json.loads(line))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
-                raise ValueError(f"{path}:{lineno}: not {what}: {exc!r}") from exc
-            if row is not None:
-                rows.append(row)
+    for lineno, value in json_lines(path):
+        try:
+            row = parse(value)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"{path}:{lineno}: not {what}: {exc!r}") from exc
+        if row is not None:
+            rows.append(row)
     if not rows:
         raise ValueError(f"{path}: no items")
     return rows

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-from servediff.suites.base import Suite, content_sha256, file_sha256
+from servediff.suites.base import Suite, content_sha256, file_sha256, json_lines
 from servediff.types import Sample
 
 VERSION = "1"
@@ -59,31 +60,22 @@ def builtin() -> Suite:
     )
 
 
+ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
 def from_jsonl(path: Path) -> Suite:
     """A user suite. Every line must have an ``id`` and one of ``prompt`` or ``messages``."""
     samples: list[Sample] = []
     seen: set[str] = set()
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                item_id = str(row["id"])
-                messages = row.get("messages")
-                sample = Sample(
-                    id=item_id,
-                    messages=tuple(dict(m) for m in messages) if messages is not None else None,
-                    prompt=row.get("prompt"),
-                )
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise ValueError(
-                    f"{path}:{lineno}: {exc!r}; expected {{'id', 'prompt' | 'messages'}}"
-                ) from exc
-            if item_id in seen:
-                raise ValueError(f"{path}:{lineno}: duplicate id {item_id!r}")
-            seen.add(item_id)
-            samples.append(sample)
+    for lineno, row in json_lines(path):
+        try:
+            sample = suite_item(row)
+        except ValueError as exc:
+            raise ValueError(f"{path}:{lineno}: {exc}") from None
+        if sample.id in seen:
+            raise ValueError(f"{path}:{lineno}: duplicate id {sample.id!r}")
+        seen.add(sample.id)
+        samples.append(sample)
     if not samples:
         raise ValueError(f"{path}: no items")
     return Suite(
@@ -93,3 +85,54 @@ def from_jsonl(path: Path) -> Suite:
         data_sha256=file_sha256(path),
         source=str(path),
     )
+
+
+def suite_item(row: Any) -> Sample:
+    """One line of a user suite, checked for what an engine will be sent.
+
+    Each check stops a value that would otherwise be sent as something else: a list ``prompt``
+    is a *batch* of prompts to /v1/completions, an int is a token id, and an empty or role-less
+    ``messages`` fails (or is answered) differently on every server.
+    """
+    if not isinstance(row, dict):
+        raise ValueError(f"expected an object {{'id', 'prompt' | 'messages'}}, got {_kind(row)}")
+    item_id = row.get("id")
+    if isinstance(item_id, bool) or not isinstance(item_id, (str, int)) or item_id == "":
+        raise ValueError(f"'id' must be a non-empty string or an integer, got {_kind(item_id)}")
+    if ("prompt" in row) == ("messages" in row):
+        raise ValueError(f"item {item_id!r}: give exactly one of 'prompt' (a string) or 'messages' (a list)")
+    if "prompt" in row:
+        if not isinstance(row["prompt"], str) or not row["prompt"]:
+            raise ValueError(
+                f"item {item_id!r}: 'prompt' must be a non-empty string, got {_kind(row['prompt'])}"
+            )
+        return Sample(id=str(item_id), prompt=row["prompt"])
+    return Sample(id=str(item_id), messages=_messages(item_id, row["messages"]))
+
+
+def _messages(item_id: object, messages: Any) -> tuple[dict[str, str], ...]:
+    if not isinstance(messages, list) or not messages:
+        raise ValueError(f"item {item_id!r}: 'messages' must be a non-empty list, got {_kind(messages)}")
+    for n, m in enumerate(messages, 1):
+        where = f"item {item_id!r} message {n}"
+        if not isinstance(m, dict):
+            raise ValueError(f"{where}: expected {{'role', 'content'}}, got {_kind(m)}")
+        if m.get("role") not in ROLES:
+            raise ValueError(f"{where}: 'role' must be one of {', '.join(ROLES)}, got {_kind(m.get('role'))}")
+        if not isinstance(m.get("content"), str):
+            raise ValueError(f"{where}: 'content' must be a string, got {_kind(m.get('content'))}")
+        odd = [k for k, v in m.items() if not isinstance(v, str)]
+        if odd:
+            raise ValueError(f"{where}: {odd[0]!r} must be a string, got {_kind(m[odd[0]])}")
+    return tuple(dict(m) for m in messages)
+
+
+def _kind(value: Any) -> str:
+    """How a wrong value is named in a message: its JSON type, and a short scalar's value."""
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    if isinstance(value, dict):
+        return "an object"
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", type(None): "null"}
+    kind, text = names.get(type(value), type(value).__name__), json.dumps(value, ensure_ascii=False)
+    return f"{kind} {text}" if len(text) <= 40 else kind
