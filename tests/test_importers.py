@@ -85,18 +85,20 @@ def imported_counts(study: Study) -> dict[str, int]:
 
 
 @pytest.mark.parametrize(
-    ("task", "filter_name"), [(GSM, "strict-match"), (GSM, "flexible-extract"), (MMLU, None)]
+    ("kind", "task", "filter_name"),
+    [("chat", GSM, "strict-match"), ("chat", GSM, "flexible-extract"), ("mmlu", MMLU, None)],
 )
 def test_lm_eval_chat_import_matches_the_tool_and_the_samples(
-    tmp_path: Path, task: str, filter_name: str | None
+    tmp_path: Path, kind: str, task: str, filter_name: str | None
 ) -> None:
-    paths = [samples("chat-stock", task), samples("chat-tuned", task)]
+    runs = (f"{kind}-stock", f"{kind}-tuned")
+    paths = [samples(run, task) for run in runs]
     chosen = ["--filter", filter_name] if filter_name else []
     assert run_import("lm-eval", paths, ["stock", "tuned"], tmp_path, *chosen) == 0
     study = study_of(tmp_path)
     filter_name = filter_name or "first-letter"
     raw = [rows(p, filter_name) for p in paths]
-    for acc, run, lines in zip(quality.quality(study).accuracies, ("chat-stock", "chat-tuned"), raw):
+    for acc, run, lines in zip(quality.quality(study).accuracies, runs, raw):
         tool = results(run)["results"][task][f"exact_match,{filter_name}"]
         assert acc.correct / acc.n == pytest.approx(tool)
         assert acc.correct == sum(r["exact_match"] == 1 for r in lines.values())
@@ -208,7 +210,7 @@ def test_lm_eval_refusals_name_the_file(tmp_path: Path, capsys: pytest.CaptureFi
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     assert run_import("lm-eval", [path], ["a"], out) == 2
     assert "prompt_hash" in capsys.readouterr().err
-    paths = [samples("chat-stock", GSM), samples("chat-tuned", MMLU)]
+    paths = [samples("chat-stock", GSM), samples("mmlu-tuned", MMLU)]
     assert run_import("lm-eval", paths, ["a", "b"], tmp_path / "o") == 2
     assert "different tasks" in capsys.readouterr().err
 
@@ -217,7 +219,7 @@ def test_compare_refuses_runs_with_nothing_in_common(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert run_import("lm-eval", [samples("chat-stock", GSM)], ["a"], tmp_path / "a.jsonl") == 0
-    assert run_import("lm-eval", [samples("chat-tuned", MMLU)], ["b"], tmp_path / "b.jsonl") == 0
+    assert run_import("lm-eval", [samples("mmlu-tuned", MMLU)], ["b"], tmp_path / "b.jsonl") == 0
     capsys.readouterr()
     assert main(["compare", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]) == 2
     assert "nothing to compare" in capsys.readouterr().err

@@ -77,8 +77,8 @@ def imported_origin(label: str, source: dict[str, Any], engine: dict[str, Any]) 
     shown: dict[str, Any] = {
         k: source[k] for k in ("task", "filter", "metric", "scorer", "epoch", "num_fewshot") if k in source
     }
-    if source.get("prompt_template") is not None:  # quoted: it holds newlines and placeholders
-        shown["prompt template"] = json.dumps(source["prompt_template"], ensure_ascii=False)
+    if source.get("prompt_template") is not None:  # quoted: it holds placeholders and punctuation
+        shown["prompt template"] = f"'{source['prompt_template']}'"
     picked = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in shown.items() if v is not None)
     options = engine.get("options") or {}
     client = options.get("client") if isinstance(options, dict) else None
