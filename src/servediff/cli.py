@@ -291,6 +291,12 @@ def _add_import(sub: argparse._SubParsersAction[Parser]) -> None:
             "--out", type=output_path, required=True, help="record file (one path) or folder (several)"
         )
         k.add_argument("--model", help="model name to record (default: the one in the log)")
+        k.add_argument(
+            "--force",
+            action="store_true",
+            help="write the records even if the logs' sampling or prompt setup differ (compare "
+            "will still ask for --force)",
+        )
         k.add_argument(f"--{choose}", dest="choose", help=f"which {choose} to import (default: the first)")
         if name == "lm-eval":
             k.add_argument(
@@ -490,6 +496,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # full collections from re-scanning 100,000s of items while the study and report allocate.
     gc.freeze()
     study = build_study(runs, force=args.force)
+    if len({r.label for r in runs}) > 1 and not study.pairs and not study.controls:
+        raise UsageError(
+            "nothing to compare: no two configurations ran the same suite (suites: "
+            + ", ".join(study.suites)
+            + ")"
+        )
     study.probes = [read_probes(p) for p in args.runs if is_probe_record(p)]
     study.near_tie = args.near_tie
     study.margin = args.margin
@@ -618,8 +630,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         runs.extend(IMPORTERS[args.source](path, opts))
     runs = numbered(runs)
     found = pairing_problems(runs)
-    if found:
-        raise LogImportError("these logs do not pair item by item:\n  " + "\n  ".join(found))
+    if found and not args.force:
+        raise LogImportError(
+            "these logs do not pair item by item:\n  " + "\n  ".join(found) + "\n(--force writes them anyway)"
+        )
+    for problem in found:
+        print(f"warning: forced despite: {problem}", file=sys.stderr)
     for run, out in zip(runs, outputs(runs, args.out, single=len(args.paths) == len(runs) == 1)):
         write(run, out)
         scored = sum(1 for it in run.items if it.correct is not None)

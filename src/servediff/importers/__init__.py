@@ -5,8 +5,10 @@
     servediff import inspect logs/stock.json --label stock --out runs/stock.jsonl
 
 ``IMPORTERS`` maps a source name to its reader (path, options → ``Imported``). Several files
-imported in one command must pair item by item (same task, same documents); otherwise nothing
-is written and the command exits 2.
+imported in one command must pair item by item (same task, same documents) and be set up alike
+(prompt template or solver, filter or scorer, sampling); otherwise nothing is written and the
+command exits 2, unless ``--force``. The header's ``extra.imported_from`` says which tool and
+version wrote the log and what was picked from it; ``engine`` says where the model was served.
 """
 
 from __future__ import annotations
@@ -105,13 +107,44 @@ def correctness(value: Any) -> bool | None:
     return None
 
 
+def read_text(path: Path) -> str:
+    """A log's text, or one line naming the file when it cannot be read as UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise LogImportError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
+    except OSError as exc:
+        raise LogImportError(f"{path}: {exc.strerror or exc}") from exc
+
+
+def _name(run: Imported) -> str:
+    epoch = run.header.extra.get("imported_from", {}).get("epoch")
+    return repr(run.header.label) + (f" (epoch {epoch})" if epoch is not None else "")
+
+
+# What must be equal, besides the items, for two imported runs to be one comparison: how the
+# model was asked (prompt template, solver, few-shot count), how it was scored, and how it sampled.
+SAME_SETUP = ("prompt_template", "solver", "num_fewshot", "filter", "metric", "scorer", "scorer_options")
+
+
+def _setup_problems(run: Imported, ref: Imported, where: str) -> list[str]:
+    out = []
+    a, b = run.header.extra.get("imported_from", {}), ref.header.extra.get("imported_from", {})
+    for key in SAME_SETUP:
+        if a.get(key) != b.get(key):
+            out.append(f"{where}: different {key.replace('_', ' ')} ({a.get(key)!r} vs {b.get(key)!r})")
+    if run.header.sampling != ref.header.sampling:
+        out.append(f"{where}: different sampling ({run.header.sampling} vs {ref.header.sampling})")
+    return out
+
+
 def pairing_problems(runs: Sequence[Imported], limit: int = 5) -> list[str]:
     """Why these imported runs cannot be compared item by item (empty when they can)."""
     out: list[str] = []
     ref = runs[0]
     ref_keys = {it.id: it.metadata.get(PAIR_KEY) for it in ref.items}
     for run in runs[1:]:
-        where = f"{run.header.label!r} vs {ref.header.label!r}"
+        where = f"{_name(run)} vs {_name(ref)}"
         if run.header.suite.name != ref.header.suite.name:
             out.append(f"{where}: different tasks ({run.header.suite.name} vs {ref.header.suite.name})")
             continue
@@ -122,7 +155,8 @@ def pairing_problems(runs: Sequence[Imported], limit: int = 5) -> list[str]:
             out.append(f"{where}: {len(only)} item(s) in only one of them, e.g. {only[:limit]}")
         if differ:
             out.append(f"{where}: {len(differ)} item(s) with different documents, e.g. {differ[:limit]}")
-    return out
+        out += _setup_problems(run, ref, where)
+    return list(dict.fromkeys(out))
 
 
 def numbered(runs: Sequence[Imported]) -> list[Imported]:

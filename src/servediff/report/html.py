@@ -15,12 +15,13 @@ import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from importlib import resources
+from typing import Any
 
 from servediff.compare import hazard as hz
 from servediff.compare.study import PairResult, Study
 from servediff.report import evidence, figures, markup, scores
 from servediff.report.experiment import load_sweep, verification
-from servediff.report.markdown import launch_argv, ratio, verdict_control
+from servediff.report.markdown import imported_origin, launch_argv, ratio, verdict_control
 
 Section = Callable[[Study], list[str]]
 
@@ -107,16 +108,19 @@ def method(study: Study) -> list[str]:
     for suite in study.suites:
         h = next(c for c in study.configurations if c.suite == suite).runs[0].header
         s = h.sampling
-        imported = h.extra.get("imported_from")
+        origins = [
+            f"<li>{imported_line(c.label, src, c.runs[0].header.engine)}</li>"
+            for c in study.configurations
+            if c.suite == suite and isinstance(src := c.runs[0].header.extra.get("imported_from"), dict)
+        ]
         out.append(
             f"<li>Suite <code>{esc(suite)}</code> v{esc(h.suite.version)} ({esc(h.suite.source)}), "
             f"{len(h.suite.item_ids)} items, content SHA-256 "
             f"<code>{esc(h.suite.content_sha256[:16])}…</code>; "
             f"temperature {s.temperature}, seed {s.seed}, max_tokens {s.max_tokens}, top_logprobs "
-            f"{s.top_logprobs or 'not requested'}; concurrency {h.concurrency}."
-            + (f" {imported_line(imported)}" if imported else "")
-            + "</li>"
+            f"{s.top_logprobs or 'not requested'}; concurrency {h.concurrency}.</li>"
         )
+        out += origins
     first = study.configurations[0].runs[0].header
     out.append(
         f"<li>servediff {esc(first.tool_version)}"
@@ -127,15 +131,8 @@ def method(study: Study) -> list[str]:
     return out
 
 
-def imported_line(source: dict[str, object]) -> str:
-    tool = f"{source.get('tool')} {source.get('tool_version') or '(version not recorded)'}"
-    picked = ", ".join(
-        f"{k} {esc(source[k])}" for k in ("task", "filter", "metric", "scorer", "epoch") if source.get(k)
-    )
-    return (
-        f"Imported from {esc(source.get('format'))} (format version {esc(source.get('format_version'))}, "
-        f"written by {esc(tool)}), file <code>{esc(source.get('file'))}</code>; {picked}."
-    )
+def imported_line(label: str, source: dict[str, Any], engine: dict[str, Any]) -> str:
+    return esc(imported_origin(label, source, engine))
 
 
 def experiment_tables(study: Study) -> list[str]:

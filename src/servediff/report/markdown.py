@@ -71,6 +71,27 @@ def launch_argv(engine: dict[str, Any]) -> list[str] | None:
     """The launch argv to show: redacted again, for records written before redaction existed."""
     argv = engine.get("launch")
     return redact_argv([str(a) for a in argv]) if isinstance(argv, list) and argv else None
+def imported_origin(label: str, source: dict[str, Any], engine: dict[str, Any]) -> str:
+    """One sentence on where an imported run came from; shared wording of both reports (plain text:
+    each renderer escapes it)."""
+    tool = f"{source.get('tool')} {source.get('tool_version') or '(version not recorded)'}"
+    shown: dict[str, Any] = {
+        k: source[k] for k in ("task", "filter", "metric", "scorer", "epoch", "num_fewshot") if k in source
+    }
+    if source.get("prompt_template") is not None:  # quoted: it holds placeholders and punctuation
+        shown["prompt template"] = f"'{source['prompt_template']}'"
+    picked = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in shown.items() if v is not None)
+    options = engine.get("options") or {}
+    client = options.get("client") if isinstance(options, dict) else None
+    where = engine.get("base_url") or "an address the log does not record"
+    generation = options.get("generation") if isinstance(options, dict) else None
+    return (
+        f"{label}: imported from {tool} ({source.get('format')} format {source.get('format_version')}), "
+        f"file {source.get('file')}; {picked}; model {engine.get('model')} served at {where}"
+        + (f" through {client}" if client else "")
+        + (f", generation settings {json.dumps(generation, sort_keys=True)}" if generation else "")
+        + "."
+    )
 
 
 def method(study: Study) -> list[str]:
@@ -100,6 +121,10 @@ def method(study: Study) -> list[str]:
         )
         reps = ", ".join(f"{code(c.label)} ×{len(c.runs)}" for c in cfgs)
         out.append(f"- Runs: {reps}.")
+        for c in cfgs:
+            h = c.runs[0].header
+            if isinstance(source := h.extra.get("imported_from"), dict):
+                out.append(f"- {cell(imported_origin(c.label, source, h.engine))}")
     first = study.configurations[0].runs[0].header
     out.append(
         f"- servediff {first.tool_version}"

@@ -143,7 +143,7 @@ def subject_agreement(p: PairResult) -> list[SubjectAgreement]:
             continue
         r = rows.setdefault(name, [0, 0, 0, 0])
         r[0] += 1
-        r[1] += sa[i].answer == sb[i].answer
+        r[1] += sa[i].answer is not None and sa[i].answer == sb[i].answer
         r[2] += bool(sa[i].correct)
         r[3] += bool(sb[i].correct)
     return [SubjectAgreement(name, *r) for name, r in sorted(rows.items())]
