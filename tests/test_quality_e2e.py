@@ -96,7 +96,7 @@ def test_compare_quality(
         assert t["b"] == sum(bool(x.correct) and not y.correct for x, y in pairs)
         assert t["c"] == sum(not x.correct and bool(y.correct) for x, y in pairs)
         assert t["n"] == len(pairs) == t["both"] + t["b"] + t["c"] + t["neither"]
-        assert p["same_answer"] == sum(x.answer == y.answer for x, y in pairs)
+        assert p["same_answer"] == sum(x.answer is not None and x.answer == y.answer for x, y in pairs)
         assert p["identical"] == sum(x.text == y.text for x, y in pairs)
         assert p["p_mcnemar"] == mcnemar_exact(t["b"], t["c"])
         assert p["delta_ci"]["low"] <= t["delta"] <= p["delta_ci"]["high"]

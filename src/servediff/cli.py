@@ -290,6 +290,12 @@ def _add_import(sub: argparse._SubParsersAction[Parser]) -> None:
             "--out", type=output_path, required=True, help="record file (one path) or folder (several)"
         )
         k.add_argument("--model", help="model name to record (default: the one in the log)")
+        k.add_argument(
+            "--force",
+            action="store_true",
+            help="write the records even if the logs' sampling or prompt setup differ (compare "
+            "will still ask for --force)",
+        )
         k.add_argument(f"--{choose}", dest="choose", help=f"which {choose} to import (default: the first)")
         if name == "lm-eval":
             k.add_argument(
@@ -489,6 +495,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # The records stay alive to the end: moving them out of the cyclic GC's view keeps its
     # full collections from re-scanning 100,000s of items while the report model allocates.
     gc.freeze()
+    labels = {c.label for c in study.configurations}
+    if len(labels) > 1 and not study.pairs and not study.controls:
+        raise UsageError(
+            "nothing to compare: no two configurations ran the same suite (suites: "
+            + ", ".join(study.suites)
+            + ")"
+        )
     report = build(study, options)
     md = render.markdown(report)
     if args.md:
@@ -611,8 +624,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         runs.extend(IMPORTERS[args.source](path, opts))
     runs = numbered(runs)
     found = pairing_problems(runs)
-    if found:
-        raise LogImportError("these logs do not pair item by item:\n  " + "\n  ".join(found))
+    if found and not args.force:
+        raise LogImportError(
+            "these logs do not pair item by item:\n  " + "\n  ".join(found) + "\n(--force writes them anyway)"
+        )
+    for problem in found:
+        print(f"warning: forced despite: {problem}", file=sys.stderr)
     for run, out in zip(runs, outputs(runs, args.out, single=len(args.paths) == len(runs) == 1)):
         write(run, out)
         scored = sum(1 for it in run.items if it.correct is not None)

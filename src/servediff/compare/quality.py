@@ -106,7 +106,7 @@ def compare_scored(p: PairResult, margin: float) -> PairQuality:
         if ia is None or ib is None:
             errors += 1
             continue
-        same += ia.answer == ib.answer
+        same += ia.answer is not None and ia.answer == ib.answer  # two failed extractions do not agree
         identical += ia.sha256 == ib.sha256
         if ia.correct and ib.correct:
             both += 1

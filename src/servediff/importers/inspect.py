@@ -8,7 +8,8 @@ A ``.json`` log is read directly: ``version`` (the log format, 2 today), ``statu
 ``choices[0]`` with ``stop_reason`` and, when requested, per-token ``logprobs``), ``scores``
 (scorer name → ``{value, answer, explanation}``; value ``"C"``/``"I"`` or 1/0 is right/wrong) and
 ``error``. A ``.eval`` log (a zip) is read through ``inspect_ai.log.read_eval_log`` when
-inspect_ai is installed. Items pair across runs by sample id, input and target. Each epoch
+inspect_ai is installed. Items pair across runs by sample id, input, target and choices; runs
+pair only when their solver chain (prompt template included) and sampling agree. Each epoch
 becomes one run, numbered as a repeat (``--epoch`` picks one), so a log with two epochs at
 temperature 0 holds its own control.
 """
@@ -19,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from servediff.importers import (
+from servediff.importers.imported import (
     PAIR_KEY,
     Imported,
     ImportOptions,
@@ -27,6 +28,7 @@ from servediff.importers import (
     correctness,
     file_sha256,
     header,
+    read_text,
     sha256_json,
     suite_info,
 )
@@ -48,9 +50,9 @@ def load(path: Path) -> dict[str, Any]:
         data: Any = read_eval_log(str(path)).model_dump(mode="json")
     else:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise LogImportError(f"{path}: cannot read an Inspect log ({exc})") from exc
+            data = json.loads(read_text(path))
+        except json.JSONDecodeError as exc:
+            raise LogImportError(f"{path}: cannot read an Inspect log (not JSON: {exc})") from exc
     if not isinstance(data, dict) or "eval" not in data or "version" not in data:
         raise LogImportError(f"{path}: not an Inspect eval log (no version/eval fields)")
     if data["version"] not in KNOWN_VERSIONS:
@@ -107,6 +109,12 @@ def score_of(sample: dict[str, Any], scorer: str | None) -> tuple[str | None, di
     return name, scores[name]
 
 
+def answer_of(score: dict[str, Any] | None) -> str | None:
+    """The scorer's extracted answer; ``match`` records an empty one when it found none."""
+    answer = None if score is None else score.get("answer")
+    return None if answer is None or not str(answer).strip() else str(answer)
+
+
 def item(sample: dict[str, Any], scorer: str | None) -> Item:
     output = sample.get("output") or {}
     choice = (output.get("choices") or [{}])[0]
@@ -134,7 +142,7 @@ def item(sample: dict[str, Any], scorer: str | None) -> Item:
         tokens=tokens,
         token_source="engine" if tokens else None,
         logprobs=logprobs,
-        answer=None if score is None or score.get("answer") is None else str(score.get("answer")),
+        answer=answer_of(score),
         gold=None if gold is None else str(gold),
         correct=None if score is None or error else correctness(score.get("value")),
         metadata=meta,
@@ -169,17 +177,37 @@ def read(path: Path, o: ImportOptions) -> list[Imported]:
     return [read_epoch(path, log, o, e) for e in ([o.epoch] if o.epoch is not None else epochs)]
 
 
+def solver_of(plan: dict[str, Any]) -> tuple[list[Any], str | None]:
+    """The solver chain (each step's name and parameters) and its prompt template, if any: two
+    runs that asked the model differently are not one comparison, whatever their samples say."""
+    steps: list[dict[str, Any]] = []
+    templates: list[str] = []
+    for st in plan.get("steps") or []:
+        params = st.get("params") or {} if isinstance(st, dict) else {}
+        if isinstance(st, dict):
+            steps.append({"solver": st.get("solver"), "params": params})
+        if isinstance(params, dict) and "template" in params:
+            templates.append(str(params["template"]))
+    return steps, (templates[0] if templates else None)
+
+
+def engine_of(spec: dict[str, Any], o: ImportOptions) -> dict[str, Any]:
+    generate = {k: v for k, v in (spec.get("model_generate_config") or {}).items() if v is not None}
+    return {
+        "kind": "inspect",
+        "model": o.model or spec.get("model"),
+        "base_url": spec.get("model_base_url"),
+        "options": {"model_args": spec.get("model_args") or {}, "generation": generate},
+    }
+
+
 def read_epoch(path: Path, log: dict[str, Any], o: ImportOptions, epoch: int) -> Imported:
     spec = log["eval"]
     samples = [s for s in log.get("samples") or [] if int(s.get("epoch", 1)) == epoch]
     scorer, _ = score_of(samples[0], o.choose)
     items = [item(s, scorer) for s in samples]
-    engine = {
-        "kind": "inspect",
-        "model": o.model or spec.get("model"),
-        "base_url": spec.get("model_base_url"),
-        "options": spec.get("model_args") or {},
-    }
+    plan = log.get("plan") or {}
+    steps, template = solver_of(plan)
     source = {
         "format": FORMAT,
         "format_version": log["version"],
@@ -190,7 +218,13 @@ def read_epoch(path: Path, log: dict[str, Any], o: ImportOptions, epoch: int) ->
         "file_sha256": file_sha256(path),
         "task": spec.get("task"),
         "scorer": scorer,
+        "scorer_options": next(
+            (sc.get("options") for sc in spec.get("scorers") or [] if sc.get("name") == scorer), None
+        ),
+        "solver": steps,
+        "prompt_template": template,
         "epoch": epoch,
+        "epochs": (spec.get("config") or {}).get("epochs"),
     }
     dataset = spec.get("dataset") or {}
     suite = suite_info(
@@ -199,8 +233,8 @@ def read_epoch(path: Path, log: dict[str, Any], o: ImportOptions, epoch: int) ->
         str(dataset.get("name") or dataset.get("location") or path.name),
         items,
     )
-    info, notes = sampling(spec, log.get("plan") or {})
+    info, notes = sampling(spec, plan)
     if log.get("status") != "success":
         notes.append(f"the log's status is {log.get('status')!r}: samples may be missing")
     created = str(spec.get("created") or "")
-    return Imported(header(o, engine, info, suite, created, source), items, notes)
+    return Imported(header(o, engine_of(spec, o), info, suite, created, source), items, notes)

@@ -8,11 +8,15 @@ one line per (document, filter): ``doc_id``, ``doc``, ``target``, ``arguments`` 
 ``resps`` / ``filtered_resps``, ``filter``, ``metrics`` (names) and their values, and
 ``doc_hash`` / ``prompt_hash`` / ``target_hash`` (SHA-256 of the JSON document, the prompt and
 the target). Items pair across runs by ``doc_id`` and those three hashes. The sibling
-``results_<date>.json``, when present, gives the model, the lm-eval version and the task version.
+``results_<date>.json`` gives the client and its ``model_args`` (where it was served), the
+lm-eval version, the task's version and prompt template, and how many samples were logged.
 
-Generation tasks: the completion is ``resps[0][0]``, the answer the filtered response.
-Multiple-choice (log-likelihood) tasks: the "completion" is the continuation with the highest
-log-likelihood, so two configurations are identical when they pick the same choice.
+Generation tasks: the completion is ``resps[0][0]``, the answer the filtered response (lm-eval's
+``[invalid]``, a failed extraction, is no answer). Multiple-choice (log-likelihood) tasks: the
+"completion" is the continuation with the highest log-likelihood, so two configurations are
+identical when they pick the same choice.
+
+The tests run on logs written by lm-eval itself (scripts/make_import_fixtures.py).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from servediff.importers import (
+from servediff.importers.imported import (
     PAIR_KEY,
     Imported,
     ImportOptions,
@@ -32,6 +36,7 @@ from servediff.importers import (
     correctness,
     file_sha256,
     header,
+    read_text,
     suite_info,
 )
 from servediff.record import Item, SamplingInfo, sha256_text
@@ -41,7 +46,14 @@ FORMAT = "lm-eval log_samples"
 # (doc_hash/prompt_hash/target_hash, filter, metrics, sanitized gen_args_i arguments).
 FORMAT_VERSION = "0.4"
 NAME = re.compile(r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T[\d\-.]+)\.jsonl$")
+RESULTS = re.compile(r"^results_\d{4}-\d{2}-\d{2}T[\d\-.]+\.json$")
 BINARY_METRICS = ("exact_match", "acc", "acc_norm")
+NO_ANSWER = ("[invalid]", "")  # lm-eval's regex filter writes "[invalid]" when nothing matched
+# Clients that build an OpenAI-style payload: they drop do_sample and send temperature (default 0)
+# and seed (default 1234) — lm_eval/models/openai_completions.py, _create_payload.
+API_CLIENTS = ("local-completions", "local-chat-completions", "openai-completions", "openai-chat-completions")
+API_SEED = 1234
+SECRET = re.compile(r"(^|_)(key|token|secret|password)$", re.IGNORECASE)  # api_key, auth_token, …
 
 
 def hash_string(text: str) -> str:
@@ -50,12 +62,13 @@ def hash_string(text: str) -> str:
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise LogImportError(f"{path}: {exc.strerror or exc}") from exc
+    if RESULTS.match(path.name):
+        raise LogImportError(
+            f"{path}: this is lm-eval's results file; import the samples_<task>_<date>.jsonl beside "
+            "it (written with --log_samples)"
+        )
     out = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(read_text(path).splitlines(), 1):
         if line.strip():
             try:
                 out.append(json.loads(line))
@@ -86,7 +99,7 @@ def results_for(path: Path) -> dict[str, Any]:
     results = path.parent / f"results_{m['date']}.json"
     try:
         data = json.loads(results.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -117,17 +130,44 @@ def completion(sample: dict[str, Any], args: list[list[Any]]) -> tuple[str, str 
         text = str(resps[0][0]) if resps and resps[0] else ""
         filtered = sample.get("filtered_resps") or [None]
         answer = filtered[0][0] if isinstance(filtered[0], list) and filtered[0] else filtered[0]
-        return text, None if answer is None else str(answer), {}
+        return text, answer_of(None if answer is None else str(answer)), {}
     # One log-likelihood request per choice: resps[i] == [[loglik, is_greedy]] (as strings).
     logliks = [float(r[0][0]) for r in resps]
     best = max(range(len(logliks)), key=logliks.__getitem__)
     return str(args[best][1]), str(best), {"choice_logliks": logliks}
 
 
+def prompt_of(raw: Any) -> tuple[str, Any]:
+    """(the text lm-eval hashed into ``prompt_hash``, the input to record).
+
+    A chat-templated request is a ``JsonChatStr`` (a one-field tuple holding the messages as
+    JSON), which the samples file writes as a one-element list.
+    """
+    if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], str):
+        text = raw[0]
+        try:
+            messages = json.loads(text)
+        except json.JSONDecodeError:
+            return text, text
+        return text, messages if isinstance(messages, list) else text
+    return str(raw), str(raw)
+
+
+def answer_of(value: str | None) -> str | None:
+    """A filtered response that is lm-eval's failed-extraction marker (or nothing) is no answer."""
+    return None if value is None or value.strip() in NO_ANSWER else value
+
+
+def gold_of(target: Any) -> str:
+    """The gold answer: a GSM8K-style worked solution ends in ``#### <number>``, the part compared."""
+    text = str(target)
+    return text.rsplit("####", 1)[1].strip() if "####" in text else text
+
+
 def item(sample: dict[str, Any], metric: str) -> Item:
     args = arguments(sample)
-    prompt = str(args[0][0])
-    if sample.get("prompt_hash") not in (None, hash_string(prompt)):
+    hashed, prompt = prompt_of(args[0][0])
+    if sample.get("prompt_hash") not in (None, hash_string(hashed)):
         raise LogImportError(f"doc {sample['doc_id']}: prompt_hash does not match the recorded prompt")
     text, answer, extra = completion(sample, args)
     hashes = {k: sample.get(k) for k in ("doc_hash", "prompt_hash", "target_hash")}
@@ -142,38 +182,72 @@ def item(sample: dict[str, Any], metric: str) -> Item:
         text=text,
         sha256=sha256_text(text),
         answer=answer,
-        gold=str(sample.get("target")),
+        gold=gold_of(sample.get("target")),
         correct=correctness(sample.get(metric)),
         metadata=meta,
     )
 
 
-def sampling(sample: dict[str, Any], results: dict[str, Any]) -> SamplingInfo:
+def generation_kwargs(sample: dict[str, Any]) -> dict[str, Any]:
     args = arguments(sample)
-    kwargs = args[0][1] if len(args) == 1 and len(args[0]) > 1 and isinstance(args[0][1], dict) else {}
-    greedy = not kwargs.get("do_sample", False)
+    one = len(args) == 1 and len(args[0]) > 1 and isinstance(args[0][1], dict)
+    return dict(args[0][1]) if one else {}
+
+
+def sampling(sample: dict[str, Any], results: dict[str, Any], model_args: dict[str, Any]) -> SamplingInfo:
+    """What was sent. API clients (local-*, openai-*) ignore ``do_sample`` and send
+    ``temperature`` (default 0); other models sample only when ``do_sample`` is set."""
+    kwargs = generation_kwargs(sample)
+    config = results.get("config") or {}
+    if str(config.get("model") or "") in API_CLIENTS:
+        temperature = float(kwargs.get("temperature", 0.0))
+        seed = int(model_args.get("seed", API_SEED))
+    else:
+        greedy = not kwargs.get("do_sample", False)
+        temperature = 0.0 if greedy else float(kwargs.get("temperature", 1.0))
+        seed = int(config.get("random_seed", 0) or 0)
+    tokens = kwargs.get("max_tokens", kwargs.get("max_gen_toks", model_args.get("max_gen_toks", 256)))
     return SamplingInfo(
-        temperature=0.0 if greedy else float(kwargs.get("temperature", 1.0)),
-        seed=int((results.get("config") or {}).get("random_seed", 0) or 0),
-        max_tokens=int(kwargs.get("max_gen_toks", 256)) if kwargs else 0,
+        temperature=temperature,
+        seed=seed,
+        max_tokens=int(tokens) if kwargs else 0,
         top_logprobs=0,
         enable_thinking=None,
     )
 
 
+def model_arguments(config: dict[str, Any]) -> dict[str, Any]:
+    """``model_args`` as a dict: lm-eval 0.4.13 writes a dict, older versions a ``k=v,k=v``
+    string. Keys that hold secrets are dropped: they never reach a record."""
+    raw = config.get("model_args") or {}
+    if isinstance(raw, str):
+        raw = dict(a.split("=", 1) for a in raw.split(",") if "=" in a)
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): v for k, v in raw.items() if not SECRET.search(str(k))}
+
+
 def identity(
-    path: Path, results: dict[str, Any], o: ImportOptions, picked: dict[str, Any]
+    path: Path, results: dict[str, Any], o: ImportOptions, picked: dict[str, Any], sample: dict[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The engine as lm-eval recorded it, and where the run came from (format and version)."""
+    """The engine as lm-eval recorded it (client, URL, model id, arguments, generation kwargs),
+    and where the run came from (tool, version, task, filter, metric, prompt template)."""
     config = results.get("config") or {}
-    args = str(config.get("model_args") or "")
-    base_url = next((a.split("=", 1)[1] for a in args.split(",") if a.startswith("base_url=")), None)
+    args = model_arguments(config)
+    task_config = (results.get("configs") or {}).get(picked["task"]) or {}
+    model = o.model or args.get("model") or args.get("pretrained") or results.get("model_name")
     engine = {
         "kind": "lm-eval",
-        "model": o.model or results.get("model_name") or args or "unknown",
+        "model": model or "unknown",
         "model_source": results.get("model_source"),
-        "model_args": args or None,
-        "base_url": base_url,
+        "base_url": args.get("base_url"),
+        "options": {
+            "client": config.get("model"),
+            "model_args": args,
+            "generation": generation_kwargs(sample),
+            # API clients leave results' chat_template empty: the prompt's shape says it.
+            "chat_template": isinstance(prompt_of(arguments(sample)[0][0])[1], list),
+        },
     }
     source = {
         "format": FORMAT,
@@ -184,8 +258,15 @@ def identity(
         "file": path.name,
         "file_sha256": file_sha256(path),
         **picked,
+        "prompt_template": task_config.get("doc_to_text"),
+        "num_fewshot": task_config.get("num_fewshot"),
     }
     return engine, source
+
+
+def expected_count(results: dict[str, Any], task: str) -> int | None:
+    n = ((results.get("n-samples") or {}).get(task) or {}).get("effective")
+    return n if isinstance(n, int) else None
 
 
 def read(path: Path, o: ImportOptions) -> Imported:
@@ -199,7 +280,13 @@ def read(path: Path, o: ImportOptions) -> Imported:
     items = sorted((item(s, metric) for s in rows), key=lambda it: (len(it.id), it.id))
     if len({it.id for it in items}) != len(items):
         raise LogImportError(f"{path}: a doc_id appears twice under filter {chosen!r}")
-    engine, source = identity(path, results, o, {"task": task, "filter": chosen, "metric": metric})
+    expected = expected_count(results, task)
+    if expected is not None and expected != len(items):
+        raise LogImportError(
+            f"{path}: {len(items)} sample(s) under filter {chosen!r}, but its results file says "
+            f"{expected} were evaluated (a truncated or mismatched file)"
+        )
+    engine, source = identity(path, results, o, {"task": task, "filter": chosen, "metric": metric}, rows[0])
     version = str((results.get("versions") or {}).get(task, "unknown"))
     date = results.get("date")
     when = float(date) if isinstance(date, (int, float)) else path.stat().st_mtime
@@ -207,4 +294,5 @@ def read(path: Path, o: ImportOptions) -> Imported:
     suite = suite_info(f"lm-eval/{task}", version, path.name, items)
     filters = list(dict.fromkeys(str(s.get("filter")) for s in samples))
     notes = [f"filter {chosen!r} of {filters}"] if len(filters) > 1 else []
-    return Imported(header(o, engine, sampling(rows[0], results), suite, created, source), items, notes)
+    info = sampling(rows[0], results, model_arguments(results.get("config") or {}))
+    return Imported(header(o, engine, info, suite, created, source), items, notes)

@@ -16,6 +16,7 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from servediff.compare import quality as q
 from servediff.compare.divergence import Divergence
@@ -142,7 +143,7 @@ def _engine(label: str, configs: Sequence[Configuration]) -> Engine:
         asked=how,
         suites=tuple(c.suite for c in configs),
         runs=sum(len(c.runs) for c in configs),
-        imported=imported_line(imported) if isinstance(imported, dict) else None,
+        imported=imported_origin(label, imported, e) if isinstance(imported, dict) else None,
     )
 
 
@@ -151,14 +152,26 @@ def _launch(argv: object) -> list[str] | None:
     return redact_argv([str(a) for a in argv]) if isinstance(argv, list) and argv else None
 
 
-def imported_line(source: dict[str, object]) -> str:
+def imported_origin(label: str, source: dict[str, Any], engine: dict[str, Any]) -> str:
+    """One sentence on where an imported run came from: the tool, its settings and where the
+    model was served (plain text: each renderer escapes it)."""
     tool_ = f"{source.get('tool')} {source.get('tool_version') or '(version not recorded)'}"
-    picked = ", ".join(
-        f"{k} {source[k]}" for k in ("task", "filter", "metric", "scorer", "epoch") if source.get(k)
-    )
+    shown: dict[str, Any] = {
+        k: source[k] for k in ("task", "filter", "metric", "scorer", "epoch", "num_fewshot") if k in source
+    }
+    if source.get("prompt_template") is not None:  # quoted: it holds placeholders and punctuation
+        shown["prompt template"] = f"'{source['prompt_template']}'"
+    picked = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in shown.items() if v is not None)
+    options = engine.get("options") or {}
+    client = options.get("client") if isinstance(options, dict) else None
+    where = engine.get("base_url") or "an address the log does not record"
+    generation = options.get("generation") if isinstance(options, dict) else None
     return (
-        f"imported from {source.get('format')} (format version {source.get('format_version')}, written by "
-        f"{tool_}), file {source.get('file')}" + (f"; {picked}" if picked else "")
+        f"{label}: imported from {tool_} ({source.get('format')} format {source.get('format_version')}), "
+        f"file {source.get('file')}; {picked}; model {engine.get('model')} served at {where}"
+        + (f" through {client}" if client else "")
+        + (f", generation settings {json.dumps(generation, sort_keys=True)}" if generation else "")
+        + "."
     )
 
 
@@ -366,7 +379,7 @@ def subject_agreement(p: PairResult) -> tuple[SubjectAgreement, ...]:
             continue
         r = rows.setdefault(name, [0, 0, 0, 0])
         r[0] += 1
-        r[1] += sa[i].answer == sb[i].answer
+        r[1] += sa[i].answer is not None and sa[i].answer == sb[i].answer  # two failures do not agree
         r[2] += bool(sa[i].correct)
         r[3] += bool(sb[i].correct)
     return tuple(SubjectAgreement(name, *r) for name, r in sorted(rows.items()))

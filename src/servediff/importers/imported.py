@@ -1,0 +1,184 @@
+"""An imported run, and what every importer shares: header, pairing checks, numbering, writing.
+
+    servediff import lm-eval a/samples_gsm8k_*.jsonl b/samples_gsm8k_*.jsonl --label a --label b --out runs/
+
+The readers (``lm_eval``, ``inspect``) turn a tool's log into ``Imported`` runs; this module
+checks that runs imported together pair item by item and writes them as run records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servediff import __version__
+from servediff.record import Header, Item, SamplingInfo, SuiteInfo
+
+PAIR_KEY = "pair_key"  # item metadata: what must match for two imported items to be one item
+
+
+class LogImportError(ValueError):
+    """A log that cannot be read, or logs that cannot be paired."""
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    label: str
+    model: str | None = None  # override the model name found in the log
+    choose: str | None = None  # lm-eval: the filter; Inspect: the scorer
+    metric: str | None = None  # lm-eval: the per-sample metric that says right/wrong
+    epoch: int | None = None  # Inspect: which epoch (None: every epoch, each a repeat)
+
+
+@dataclass
+class Imported:
+    header: Header
+    items: list[Item] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def sha256_json(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def suite_info(name: str, version: str, source: str, items: Sequence[Item]) -> SuiteInfo:
+    """Content hash over each item's pair key: equal exactly when the items pair one to one."""
+    keys = sorted((it.id, it.metadata.get(PAIR_KEY)) for it in items)
+    return SuiteInfo(
+        name=name,
+        version=version,
+        source=source,
+        data_sha256=sha256_json([k for _, k in keys]),
+        content_sha256=sha256_json(keys),
+        item_ids=[it.id for it in items],
+    )
+
+
+def header(
+    o: ImportOptions,
+    engine: dict[str, Any],
+    sampling: SamplingInfo,
+    suite: SuiteInfo,
+    created: str,
+    source: dict[str, Any],
+) -> Header:
+    """A run header for an imported log: the source format and its version go in ``extra``."""
+    return Header(
+        tool_version=__version__,
+        git_revision=None,
+        created=created,
+        label=o.label,
+        repeat=1,  # numbered by the caller, over all the runs of one import
+        engine=engine,
+        sampling=sampling,
+        suite=suite,
+        concurrency=0,  # not recorded by the source tool
+        # The source log does not say where it ran; say what it is instead of this machine's facts.
+        environment={
+            "imported": True,
+            "python": "not recorded",
+            "platform": f"imported from {source.get('tool')} {source.get('tool_version') or '(version?)'}",
+        },
+        extra={"imported_from": source},
+    )
+
+
+def correctness(value: Any) -> bool | None:
+    """A per-item score as right/wrong; None when it is not binary (a partial credit, a float)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.upper() in ("C", "I"):  # Inspect's CORRECT / INCORRECT
+        return value.upper() == "C"
+    return None
+
+
+def read_text(path: Path) -> str:
+    """A log's text, or one line naming the file when it cannot be read as UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise LogImportError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
+    except OSError as exc:
+        raise LogImportError(f"{path}: {exc.strerror or exc}") from exc
+
+
+def _name(run: Imported) -> str:
+    epoch = run.header.extra.get("imported_from", {}).get("epoch")
+    return repr(run.header.label) + (f" (epoch {epoch})" if epoch is not None else "")
+
+
+# What must be equal, besides the items, for two imported runs to be one comparison: how the
+# model was asked (prompt template, solver, few-shot count), how it was scored, and how it sampled.
+SAME_SETUP = ("prompt_template", "solver", "num_fewshot", "filter", "metric", "scorer", "scorer_options")
+
+
+def _setup_problems(run: Imported, ref: Imported, where: str) -> list[str]:
+    out = []
+    a, b = run.header.extra.get("imported_from", {}), ref.header.extra.get("imported_from", {})
+    for key in SAME_SETUP:
+        if a.get(key) != b.get(key):
+            out.append(f"{where}: different {key.replace('_', ' ')} ({a.get(key)!r} vs {b.get(key)!r})")
+    if run.header.sampling != ref.header.sampling:
+        out.append(f"{where}: different sampling ({run.header.sampling} vs {ref.header.sampling})")
+    return out
+
+
+def pairing_problems(runs: Sequence[Imported], limit: int = 5) -> list[str]:
+    """Why these imported runs cannot be compared item by item (empty when they can)."""
+    out: list[str] = []
+    ref = runs[0]
+    ref_keys = {it.id: it.metadata.get(PAIR_KEY) for it in ref.items}
+    for run in runs[1:]:
+        where = f"{_name(run)} vs {_name(ref)}"
+        if run.header.suite.name != ref.header.suite.name:
+            out.append(f"{where}: different tasks ({run.header.suite.name} vs {ref.header.suite.name})")
+            continue
+        keys = {it.id: it.metadata.get(PAIR_KEY) for it in run.items}
+        only = sorted(set(keys) ^ set(ref_keys))
+        differ = sorted(i for i in set(keys) & set(ref_keys) if keys[i] != ref_keys[i])
+        if only:
+            out.append(f"{where}: {len(only)} item(s) in only one of them, e.g. {only[:limit]}")
+        if differ:
+            out.append(f"{where}: {len(differ)} item(s) with different documents, e.g. {differ[:limit]}")
+        out += _setup_problems(run, ref, where)
+    return list(dict.fromkeys(out))
+
+
+def numbered(runs: Sequence[Imported]) -> list[Imported]:
+    """Repeats numbered in order per label: the second run of a label is its control."""
+    seen: dict[str, int] = {}
+    out = []
+    for r in runs:
+        seen[r.header.label] = seen.get(r.header.label, 0) + 1
+        out.append(Imported(r.header.model_copy(update={"repeat": seen[r.header.label]}), r.items, r.notes))
+    return out
+
+
+def write(run: Imported, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        f.write(run.header.model_dump_json() + "\n")
+        for item in run.items:
+            f.write(item.model_dump_json(exclude_none=True) + "\n")
+
+
+def outputs(runs: Iterable[Imported], out: Path, single: bool) -> list[Path]:
+    """One file: ``out`` itself. Several: ``out/<label>-<repeat>.jsonl``."""
+    if single:
+        return [out]
+    safe = "".join
+    return [
+        out
+        / f"{safe(c if c.isalnum() or c in '-_.' else '_' for c in r.header.label)}-{r.header.repeat}.jsonl"
+        for r in runs
+    ]
