@@ -70,7 +70,7 @@ GSM8K_ROW = json.dumps({"question": "1+1?", "answer": "2\n#### 2"}).encode() + b
 MMLU_ROW = {"question": "q", "answer_a": "1", "answer_b": "2", "answer_c": "3", "answer_d": "4",
             "correct_answer": "A", "topic": "maths"}  # fmt: skip
 MMLU_LINE = json.dumps(MMLU_ROW).encode() + b"\n"
-LM_EVAL_LOG = next((ROOT / "tests/data/lm_eval/stock").rglob("samples_gsm8k_*.jsonl"))
+LM_EVAL_LOG = next((ROOT / "tests/data/importers/lm_eval/chat-stock").rglob("samples_gsm8k_*.jsonl"))
 DEEP = b'{"id": "deep", "prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
 
 
