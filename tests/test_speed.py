@@ -70,7 +70,9 @@ def test_streaming_on_and_off_give_the_same_completions(
 def timed(llama_server: LlamaServer, tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, list[float]]:
     """A sequential run, and the server's own total time (ms) of each of its requests."""
     before = llama_server.log.stat().st_size
-    record = run(llama_server, tmp_path_factory.mktemp("timed") / "stock.jsonl", "prompts", limit=4, tokens=64)
+    record = run(
+        llama_server, tmp_path_factory.mktemp("timed") / "stock.jsonl", "prompts", limit=4, tokens=64
+    )
     with llama_server.log.open("rb") as f:
         f.seek(before)
         totals = [float(m) for m in TOTAL.findall(f.read().decode("utf-8", "replace"))]
