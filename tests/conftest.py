@@ -54,6 +54,7 @@ class LlamaServer:
             str(os.cpu_count() or 1),
             *extra,
         ]
+        self.log = log  # the server's own output (its per-request perf lines among it)
         self._log = log.open("wb")
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT)
         self._wait(log)

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from servediff.compare.mechanism import Precision
-from servediff.report import fmt, render
+from servediff.compare.speed import Interval
+from servediff.report import fmt, render, wording
 from servediff.report.assembly import build
 from servediff.report.options import load
 from tests.report_fixtures import write_study
@@ -75,6 +76,35 @@ def expected(summary: dict[str, Any]) -> list[str]:
             f"{t['b']} / {t['c']} {fmt.pvalue(p['p_mcnemar'])} {fmt.spp(delta)} pp "
             f"[{fmt.spp(ci['low'])}, {fmt.spp(ci['high'])}] {p['verdict']}"
         )
+    return out + speed_phrases(summary)
+
+
+def _iv(x: dict[str, Any], f: Any) -> str:
+    return f"{f(x['value'])} [{f(x['low'])}, {f(x['high'])}]"
+
+
+def speed_phrases(summary: dict[str, Any]) -> list[str]:
+    """The Speed table's rows and the verdicts' speed, as both reports format them."""
+    out: list[str] = []
+    for s in summary["speed"]:
+        row = f"{s['suite']} {s['label']} {s['concurrency']} {s['items']} ({s['warmup']}, {s['errors']})"
+        if s["tokens_per_s"]:
+            row += f" {_iv(s['tokens_per_s'], fmt.per_s)} {_iv(s['requests_per_s'], fmt.per_s)}"
+        else:
+            row += " n/a n/a"
+        row += " " + " / ".join(fmt.seconds(x["value"]) for x in s["latency"])
+        out.append(row)
+        if s["speedup"]:
+            x = s["speedup"]
+            out.append(
+                f"{fmt.speedup(x['value'])} ({wording.direction(Interval(**x))}) "
+                f"[{fmt.speedup(x['low'])}, {fmt.speedup(x['high'])}] vs {s['reference']}"
+            )
+    for v in summary["verdicts"]:
+        x = v["speedup"]
+        if v["reference"] and x:
+            way = wording.direction(Interval(**x))
+            out.append(f"{v['label']} vs {v['reference']}: {fmt.speedup(x['value'])} ({way})")
     return out
 
 
@@ -93,6 +123,7 @@ def test_constructed_study_reads_the_same_everywhere(tmp_path: Path) -> None:
     summary = check(write_study(tmp_path / "runs"))
     assert summary["schema_version"] == 1 and summary["record"] == "servediff-summary"
     assert summary["quality"]["pairs"]  # the quality phrases were checked, not skipped
+    assert summary["speed"] and summary["verdicts"]
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +136,9 @@ def gpu_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 def test_gpu_study_numbers_unchanged_and_consistent(gpu_runs: list[Path]) -> None:
     summary = check(gpu_runs)
+    # Speed was checked with numbers, not only n/a: the GPU records hold real latencies.
+    assert all(s["tokens_per_s"] for s in summary["speed"])
+    assert sum(1 for v in summary["verdicts"] if v["speedup"]) == 4
     identical = {
         (c["a"], c["b"]): c["identical"]
         for c in [*summary["controls"], *summary["pairs"]]

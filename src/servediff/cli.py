@@ -153,6 +153,7 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
         "and would pollute the control)",
     )
     g.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per request")
+    g.add_argument("--stream", action="store_true", help="stream responses: time first token and token gaps")
     g.add_argument("--retries", type=count, default=4, help="retries on connection errors, 429 and 5xx")
     g.add_argument(
         "--api-key-env",
@@ -449,6 +450,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 timeout_s=args.timeout,
                 max_retries=args.retries,
                 api_key_env=args.api_key_env,
+                stream=args.stream,
             ),
             label=label,
         )

@@ -36,7 +36,8 @@ from servediff.suites.base import Score
 from servediff.types import Completion, SamplingParams
 
 # 2: the header carries a run_id (a control must be two separate runs, not one file twice).
-SCHEMA_VERSION = 2
+# 3: items may carry ttft_s, itl_s and finished_at (speed); older records read unchanged.
+SCHEMA_VERSION = 3
 
 # How every header line starts (``record`` is Header's first field): a cut first line that
 # begins like this was a servediff header, anything else is some other file.
@@ -111,6 +112,12 @@ class Item(_Model):
     finish_reason: str | None = None
     latency_s: float = 0.0
     error: str | None = None
+    # Time to first token and mean inter-token latency (seconds), where tokens were seen arrive.
+    ttft_s: float | None = None
+    itl_s: float | None = None
+    # When the runner received the item (epoch seconds): placed in time, a concurrent run's
+    # items give its wall time and so its throughput. None in records before schema 3.
+    finished_at: float | None = None
     token_ids: list[int] | None = None
     tokens: list[str] | None = None
     token_source: str | None = None
@@ -210,6 +217,12 @@ def item_line(c: Completion, input_: Any, score: Score | None, metadata: dict[st
         "latency_s": round(c.latency_s, 6),
         "error": c.error,
     }
+    for key in ("ttft_s", "itl_s"):
+        value = getattr(c, key)
+        if value is not None:
+            d[key] = round(value, 6)
+    if c.finished_at is not None:
+        d["finished_at"] = round(c.finished_at, 6)
     if c.token_ids is not None:
         d["token_ids"] = c.token_ids
     if c.tokens is not None:
@@ -222,6 +235,9 @@ def item_line(c: Completion, input_: Any, score: Score | None, metadata: dict[st
         d.update(answer=score.answer, gold=score.gold, correct=score.correct)
     if c.engine_meta:
         metadata = {**metadata, "engine": c.engine_meta}
+    if c.engine_timings:
+        # The engine's own numbers, kept apart from servediff's measurements.
+        metadata = {**metadata, "engine_timings": c.engine_timings}
     if metadata:
         d["metadata"] = metadata
     return json.dumps(d, ensure_ascii=False) + "\n"

@@ -6,6 +6,7 @@ servediff run --engine llamacpp --config stock --suite prompts --out runs/stock.
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,7 @@ def execute(plan: RunPlan, engine: Engine, progress: bool = True) -> RunResult:
             f.write(header.model_dump_json() + "\n")
 
         def on_done(c: Completion) -> None:
+            c.finished_at = time.time()
             sample = by_id[c.item_id]
             # An engine failure is not a wrong answer: errored items are never scored.
             score = plan.suite.scorer(sample, c.text) if plan.suite.scorer and c.error is None else None

@@ -72,3 +72,13 @@ class Completion:
     # How the engine computed this item (e.g. its batch and the batch's wall time), recorded
     # under the item's metadata["engine"].
     engine_meta: dict[str, Any] | None = None
+    # Seconds from sending the request to the first generated token, and the mean gap between
+    # later tokens: measured where tokens arrive one by one (streaming, or in-process).
+    ttft_s: float | None = None
+    itl_s: float | None = None
+    # The engine's own timing fields, as it reported them (llama.cpp's perf counters or a
+    # server's ``timings``), recorded under the item's metadata["engine_timings"].
+    engine_timings: dict[str, Any] | None = None
+    # Wall-clock time (epoch seconds) the runner received the item: with latency_s it places each
+    # request in time, which a concurrent run's throughput needs.
+    finished_at: float | None = None

@@ -8,11 +8,16 @@ jars), and at high concurrency that — not the engine — sets the pace. This o
 the HTTP engine needs: each worker owns one connection, sends a JSON POST, and reads one
 response (Content-Length, chunked, or until close) in a protocol callback. ``https://`` and
 everything else goes through aiohttp (see ``openai_http.py``).
+
+A streamed response (``post_stream``) is read the same way; the protocol also notes when each
+piece of it arrived, as (body bytes received so far, time), so that the engine can time every
+server-sent event without a second parser on the hot path.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -67,6 +72,8 @@ class _Head:
 
 # What a POST gets back: status, body, and the Retry-After header of a 429/503 (else None).
 Reply = tuple[int, bytes, str | None]
+# When a streamed body arrived: (body bytes received so far, time.perf_counter()), in order.
+Arrivals = list[tuple[int, float]]
 
 
 def parse_head(buf: bytes | bytearray) -> _Head | None:
@@ -112,8 +119,12 @@ def _header(head: bytes, name: bytes) -> bytes | None:
     return head[start : head.find(b"\r\n", start)].strip()
 
 
-def dechunk(buf: bytes | bytearray, pos: int) -> tuple[bytes, int] | None:
-    """A chunked body starting at ``pos``: (body, index after it), or None while incomplete."""
+def dechunk(
+    buf: bytes | bytearray, pos: int, spans: list[tuple[int, int]] | None = None
+) -> tuple[bytes, int] | None:
+    """A chunked body starting at ``pos``: (body, index after it), or None while incomplete.
+
+    ``spans``, when given, receives (index of the chunk's data in ``buf``, its size) per chunk."""
     parts: list[bytes] = []
     while True:
         eol = buf.find(b"\r\n", pos)
@@ -132,7 +143,25 @@ def dechunk(buf: bytes | bytearray, pos: int) -> tuple[bytes, int] | None:
         if len(buf) < pos + size + 2:
             return None
         parts.append(bytes(buf[pos : pos + size]))
+        if spans is not None:
+            spans.append((pos, size))
         pos += size + 2
+
+
+def body_arrivals(stamps: Arrivals, spans: list[tuple[int, int]]) -> Arrivals:
+    """Raw-buffer stamps (buffer length, time) → body stamps (body bytes received, time).
+
+    ``spans`` are where the body's pieces lie in the raw buffer (chunk data, or one span for a
+    Content-Length body), in order; framing bytes between them count for nothing."""
+    out: Arrivals = []
+    i, before = 0, 0  # spans wholly received, and their body bytes
+    for raw, t in stamps:
+        while i < len(spans) and spans[i][0] + spans[i][1] <= raw:
+            before += spans[i][1]
+            i += 1
+        partial = min(max(raw - spans[i][0], 0), spans[i][1]) if i < len(spans) else 0
+        out.append((before + partial, t))
+    return out
 
 
 class _Protocol(asyncio.Protocol):
@@ -145,12 +174,17 @@ class _Protocol(asyncio.Protocol):
         self.head: _Head | None = None
         self.waiter: asyncio.Future[Reply] | None = None
         self.closed = False
+        # Streaming only: (buffer length, time) at each arrival, then the same per body byte.
+        self.stamps: Arrivals | None = None
+        self.arrivals: Arrivals = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
+        if self.stamps is not None:
+            self.stamps.append((len(self.buf), time.perf_counter()))
         if self.waiter is not None and not self.waiter.done():
             try:
                 self._try_complete()
@@ -165,8 +199,9 @@ class _Protocol(asyncio.Protocol):
             if self.head is None:
                 return
         head = self.head
+        spans: list[tuple[int, int]] | None = [] if self.stamps is not None else None
         if head.length == CHUNKED:
-            done = dechunk(self.buf, head.end)
+            done = dechunk(self.buf, head.end, spans)
             if done is None:
                 return
             body, end = done
@@ -175,6 +210,10 @@ class _Protocol(asyncio.Protocol):
         else:
             end = head.end + head.length
             body = bytes(self.buf[head.end : end])
+            if spans is not None:
+                spans.append((head.end, head.length))
+        if self.stamps is not None and spans is not None:
+            self.arrivals = body_arrivals(self.stamps, spans)
         self._finish(head, body, end)
 
     def _finish(self, head: _Head, body: bytes, end: int) -> None:
@@ -207,12 +246,13 @@ class _Protocol(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    async def request(self, data: bytes, timeout: float) -> Reply:
+    async def request(self, data: bytes, timeout: float, stream: bool = False) -> Reply:
         if self.closed or self.transport is None:
             raise _Stale("connection already closed")
         waiter: asyncio.Future[Reply] = self.loop.create_future()
         self.waiter, self.head = waiter, None
         self.buf.clear()
+        self.stamps, self.arrivals = ([] if stream else None), []
         timer = self.loop.call_later(timeout, self._on_timeout, waiter)
         self.transport.write(data)
         try:
@@ -251,6 +291,13 @@ class Connection:
 
     async def post(self, url: str, body: bytes) -> Reply:
         """POST ``body`` (JSON) to ``url`` (which starts with the endpoint's origin)."""
+        return (await self._post(url, body, False))[0]
+
+    async def post_stream(self, url: str, body: bytes) -> tuple[Reply, Arrivals]:
+        """POST and read a streamed (server-sent events) response, noting when each part came."""
+        return await self._post(url, body, True)
+
+    async def _post(self, url: str, body: bytes, stream: bool) -> tuple[Reply, Arrivals]:
         ep = self.endpoint
         target = url[len(ep.origin) :] or "/"
         data = b"".join(
@@ -260,12 +307,12 @@ class Connection:
         proto = self._proto
         if proto is not None and not proto.closed:
             try:
-                return await proto.request(data, self.timeout_s)
+                return await proto.request(data, self.timeout_s, stream), proto.arrivals
             except _Stale:
                 pass  # the server dropped an idle connection: reopen once, as browsers do
         self._proto = proto = await self._open()
         try:
-            return await proto.request(data, self.timeout_s)
+            return await proto.request(data, self.timeout_s, stream), proto.arrivals
         except _Stale as exc:
             raise TransportError(str(exc)) from exc
 

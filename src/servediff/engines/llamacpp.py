@@ -4,6 +4,8 @@
 
 Generation is driven token by token through ``Llama.generate`` (greedy sampler at T=0) so that
 we keep the token ids and, when asked, the logprobs of the very logits that chose each token.
+Driving it token by token also times each token as it comes (time to first token, inter-token
+latency), and llama.cpp's own perf counters (prompt and decode time) are read after each item.
 """
 
 from __future__ import annotations
@@ -127,6 +129,9 @@ class LlamaCppEngine(Closing):
             raise ValueError(f"prompt ({len(prompt)}) + max_tokens exceeds n_ctx {llm.n_ctx()}")
         if not self.knobs.prefix_cache:
             llm.reset()  # stock: every request starts from an empty KV cache
+        self._llama_cpp.llama_perf_context_reset(llm._ctx.ctx)
+        started = time.perf_counter()
+        stamps: list[float] = []
         ids: list[int] = []
         pieces: list[bytes] = []
         lps: list[TokenLogprob] | None = [] if params.logprobs else None
@@ -141,10 +146,14 @@ class LlamaCppEngine(Closing):
                 lps.append(self._logprob_at(len(prompt) - 1 + len(ids), token, piece, params))
             ids.append(token)
             pieces.append(piece)
+            stamps.append(time.perf_counter())
             if len(ids) >= params.max_tokens:
                 break
         gen.close()
         return Completion(
+            ttft_s=stamps[0] - started if stamps else None,
+            itl_s=(stamps[-1] - stamps[0]) / (len(stamps) - 1) if len(stamps) > 1 else None,
+            engine_timings=self._perf(),
             item_id=sample.id,
             text=b"".join(pieces).decode("utf-8", errors="replace"),
             finish_reason=finish,
@@ -154,6 +163,18 @@ class LlamaCppEngine(Closing):
             logprobs=lps,
             token_source="engine",
         )
+
+    def _perf(self) -> dict[str, Any]:
+        """llama.cpp's own counters for this item (reset before it): time in prompt evaluation
+        and in decoding, and how many tokens each evaluated. Sampling and Python are outside."""
+        d = self._llama_cpp.llama_perf_context(self._llm._ctx.ctx)
+        return {
+            "source": "llama_perf_context",
+            "prompt_eval_ms": round(d.t_p_eval_ms, 3),
+            "prompt_eval_n": d.n_p_eval,
+            "eval_ms": round(d.t_eval_ms, 3),
+            "eval_n": d.n_eval,
+        }
 
     def _logits_at(self, position: int) -> np.ndarray:
         llm = self._llm

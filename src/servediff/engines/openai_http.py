@@ -28,9 +28,10 @@ from typing import Any, Protocol, TypeVar
 import aiohttp
 
 from servediff.engines import EngineError, OnDone, ProbeResult
-from servediff.engines.http1 import Connection, Endpoint, Reply, TransportError
+from servediff.engines.http1 import Arrivals, Connection, Endpoint, Reply, TransportError
+from servediff.engines.sse import chat_logprobs, engine_timings, parse_stream, text_logprobs
 from servediff.redaction import redact_text
-from servediff.types import Completion, Sample, SamplingParams, TokenLogprob
+from servediff.types import Completion, Sample, SamplingParams
 
 T = TypeVar("T")
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -47,6 +48,8 @@ class HTTPOptions:
     backoff_s: float = 0.5
     api_key_env: str = "OPENAI_API_KEY"  # the key is read from here and never recorded
     retokenize: bool = True  # ask the server's tokenizer for token ids after the run
+    # Ask for server-sent events, to time the first token and the gaps between tokens.
+    stream: bool = False
 
 
 class _RetryableError(Exception):
@@ -114,7 +117,9 @@ class HTTPEngine:
             "base_url": self.base_url,
             "model": self.model,
             "server_version": self.server_version,
-            "options": {"timeout_s": o.timeout_s, "max_retries": o.max_retries},
+            # "stream" only when on: records made without it keep their identity (and resume).
+            "options": {"timeout_s": o.timeout_s, "max_retries": o.max_retries}
+            | ({"stream": True} if o.stream else {}),
         }
 
     # --- generation ----------------------------------------------------------------------
@@ -158,6 +163,9 @@ class HTTPEngine:
             "seed": params.seed,
             "max_tokens": params.max_tokens,
         }
+        if self.options.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}  # token counts where supported
         if sample.messages is not None:
             body["messages"] = list(sample.messages)
             if params.logprobs:
@@ -179,7 +187,11 @@ class HTTPEngine:
         for attempt in range(self.options.max_retries + 1):
             wait: float | None = None  # what the server asked for (Retry-After), if anything
             try:
-                status, raw, retry_after = await channel.post(url, data)
+                sent = time.perf_counter()
+                if self.options.stream:
+                    (status, raw, retry_after), arrivals = await channel.post_stream(url, data)
+                else:
+                    status, raw, retry_after = await channel.post(url, data)
             except TransportError as exc:
                 last = f"connection error: {exc}"
             except asyncio.TimeoutError:
@@ -197,6 +209,8 @@ class HTTPEngine:
                     return self._failed(sample.id, f"HTTP {status}: {self._snippet(raw, 300)}", t0)
                 else:
                     try:
+                        if self.options.stream:
+                            return parse_stream(sample.id, raw, arrivals, sent, time.perf_counter() - t0)
                         return parse_response(sample.id, json_object(raw), time.perf_counter() - t0)
                     except ValueError as exc:
                         # A 200 without an answer (null content, no choices, a truncated body)
@@ -322,6 +336,8 @@ class Channel(Protocol):
 
     async def post(self, url: str, body: bytes) -> Reply: ...
 
+    async def post_stream(self, url: str, body: bytes) -> tuple[Reply, Arrivals]: ...
+
 
 class _AiohttpChannel:
     """The aiohttp path (https, or anything the lean client does not speak)."""
@@ -338,6 +354,22 @@ class _AiohttpChannel:
         except aiohttp.ClientConnectionError as exc:
             raise TransportError(str(exc)) from exc
         except aiohttp.ClientError as exc:  # a broken payload or protocol: retrying won't help
+            raise ValueError(str(exc)) from exc
+
+    async def post_stream(self, url: str, body: bytes) -> tuple[Reply, Arrivals]:
+        arrivals: Arrivals = []
+        parts = bytearray()
+        try:
+            async with self.session.post(url, data=body) as resp:
+                async for piece in resp.content.iter_any():
+                    parts += piece
+                    arrivals.append((len(parts), time.perf_counter()))
+                return (resp.status, bytes(parts), resp.headers.get("Retry-After")), arrivals
+        except asyncio.TimeoutError:
+            raise
+        except aiohttp.ClientConnectionError as exc:
+            raise TransportError(str(exc)) from exc
+        except aiohttp.ClientError as exc:
             raise ValueError(str(exc)) from exc
 
 
@@ -393,10 +425,10 @@ def parse_response(item_id: str, raw: dict[str, Any], latency: float) -> Complet
         choice = raw["choices"][0]
         if "message" in choice:
             text = choice["message"]["content"]
-            lps = _chat_logprobs(choice.get("logprobs"))
+            lps = chat_logprobs(choice.get("logprobs"))
         else:
             text = choice["text"]
-            lps = _text_logprobs(choice.get("logprobs"))
+            lps = text_logprobs(choice.get("logprobs"))
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise ValueError(f"unexpected response shape ({exc!r})") from exc
     if not isinstance(text, str):
@@ -407,6 +439,7 @@ def parse_response(item_id: str, raw: dict[str, Any], latency: float) -> Complet
     usage = raw.get("usage") or {}
     n_tokens = usage.get("completion_tokens")
     return Completion(
+        engine_timings=engine_timings(raw.get("timings")),
         item_id=item_id,
         text=text,
         finish_reason=choice.get("finish_reason"),
@@ -416,27 +449,3 @@ def parse_response(item_id: str, raw: dict[str, Any], latency: float) -> Complet
         logprobs=lps,
         token_source="engine" if lps else None,
     )
-
-
-def _chat_logprobs(block: Any) -> list[TokenLogprob] | None:
-    if not block or not block.get("content"):
-        return None
-    return [
-        TokenLogprob(
-            e["token"],
-            float(e["logprob"]),
-            tuple((t["token"], float(t["logprob"])) for t in e.get("top_logprobs") or ()),
-        )
-        for e in block["content"]
-    ]
-
-
-def _text_logprobs(block: Any) -> list[TokenLogprob] | None:
-    if not block or not block.get("tokens"):
-        return None
-    tops = block.get("top_logprobs") or [None] * len(block["tokens"])
-    out = []
-    for tok, lp, top in zip(block["tokens"], block["token_logprobs"], tops):
-        pairs = sorted(((str(t), float(v)) for t, v in (top or {}).items()), key=lambda x: -x[1])
-        out.append(TokenLogprob(tok, float(lp), tuple(pairs)))
-    return out

@@ -32,7 +32,7 @@ from servediff.compare.stats import wilson
 from servediff.compare.study import Configuration, PairResult, Study
 from servediff.record import Item, Run
 from servediff.redaction import redact_argv
-from servediff.report import experiment_view
+from servediff.report import experiment_view, speed_view
 from servediff.report.model import (
     SCHEMA_VERSION,
     Changed,
@@ -74,6 +74,8 @@ LIMITATIONS = (
 
 
 def build(study: Study, options: ReportOptions) -> Report:
+    quality_ = quality(study, options.margin)
+    claims = experiment_view.claims(study)
     return Report(
         schema_version=SCHEMA_VERSION,
         title=options.title,
@@ -85,11 +87,14 @@ def build(study: Study, options: ReportOptions) -> Report:
         tool=tool(study.configurations[0].runs[0]),
         controls=tuple(comparison(p, options) for p in study.controls),
         pairs=tuple(comparison(p, options) for p in study.pairs),
-        quality=quality(study, options.margin),
+        quality=quality_,
         matrices=matrices(study),
-        claims=experiment_view.claims(study),
+        claims=claims,
         sweeps=experiment_view.sweeps(study),
         limitations=LIMITATIONS,
+        speed=speed_view.views(study, options.warmup),
+        verdicts=speed_view.verdicts(study, options.warmup, quality_, claims),
+        warmup=options.warmup,
     )
 
 

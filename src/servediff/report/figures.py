@@ -21,7 +21,7 @@ from matplotlib.ticker import MaxNLocator
 
 from servediff.compare.hazard import kaplan_meier
 from servediff.compare.quality import Accuracy
-from servediff.report.model import Comparison, Matrix, Subjects
+from servediff.report.model import Comparison, Matrix, SpeedView, Subjects, Verdict
 
 WIDTH = 7.0  # inches; the page scales the SVG to its column
 CLASS_COLORS = {"near-tie flip": "#66bb6a", "rank change": "#ffa726", "unexplained": "#ef5350"}
@@ -165,3 +165,59 @@ def agreement_matrix_svg(m: Matrix) -> str:
         bar.solids.set_rasterized(False)  # matplotlib rasterizes long colorbars; keep it a vector
     ax.set_title(plain(f"{m.suite}: byte-identical completions"), fontsize=9)
     return to_svg(fig, f"matrix-{m.suite}")
+
+
+# --- speed (#21) --------------------------------------------------------------------------------
+def speed_quality_svg(verdicts: Sequence[Verdict]) -> str:
+    """Speedup (x, log) against paired Δ accuracy (y, pp), one point per (configuration, suite),
+    with both 95 % intervals as error bars; the reference sits at (1, 0)."""
+    fig = Figure(figsize=(WIDTH, 3.8))
+    ax = fig.subplots()
+    n = 0
+    for v in verdicts:
+        s = v.speedup
+        if s is None:
+            continue
+        for q in v.quality:
+            color = f"C{n % 10}"
+            n += 1
+            ax.errorbar(
+                [s.value],
+                [q.delta * 100],
+                xerr=[[s.value - s.low], [s.high - s.value]],
+                yerr=[[(q.delta - q.low) * 100], [(q.high - q.delta) * 100]],
+                fmt="o",
+                color=color,
+                capsize=4,
+                label=plain(f"{v.label} vs {v.reference} ({q.suite})"),
+            )
+    ax.axvline(1.0, color="0.5", linestyle="--", linewidth=1)
+    ax.axhline(0.0, color="0.5", linestyle="--", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("speedup in output tokens/s against the reference (log scale)")
+    ax.set_ylabel("Δ accuracy (pp)")
+    ax.legend(fontsize=8)
+    return to_svg(fig, "speed-quality")
+
+
+def throughput_svg(levels: Sequence[SpeedView]) -> str:
+    """Output tokens/s against concurrency, one line per load sweep, with 95 % intervals."""
+    fig = Figure(figsize=(WIDTH, 3.4))
+    ax = fig.subplots()
+    sweeps: dict[str, list[SpeedView]] = {}
+    for s in levels:
+        sweeps.setdefault(f"{s.sweep} ({s.suite})", []).append(s)
+    for n, (name, rows) in enumerate(sweeps.items()):
+        rows = sorted((r for r in rows if r.tokens_per_s is not None), key=lambda r: r.concurrency)
+        xs = [r.concurrency for r in rows]
+        ys = [r.tokens_per_s.value for r in rows if r.tokens_per_s]
+        lo = [r.tokens_per_s.value - r.tokens_per_s.low for r in rows if r.tokens_per_s]
+        hi = [r.tokens_per_s.high - r.tokens_per_s.value for r in rows if r.tokens_per_s]
+        ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o-", color=f"C{n % 10}", capsize=4, label=plain(name))
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("concurrency (requests in flight)")
+    ax.set_ylabel("output tokens/s")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    return to_svg(fig, "throughput")

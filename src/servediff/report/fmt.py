@@ -82,6 +82,25 @@ def mean(x: float) -> str:
     return f"{x:.2f}"
 
 
+def speedup(x: float | None) -> str:
+    """A ratio of speeds: two significant figures (0.38×, 1.8×, 12×)."""
+    return "n/a" if x is None else f"{x:.2g}×"
+
+
+def per_s(x: float | None) -> str:
+    """Tokens or requests per second: three significant figures, thousands separated."""
+    if x is None:
+        return "n/a"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def seconds(x: float | None) -> str:
+    """A latency: milliseconds below one second, else seconds, three significant figures."""
+    if x is None:
+        return "n/a"
+    return f"{x * 1000:.3g} ms" if x < 1 else f"{x:.3g} s"
+
+
 FILTERS: dict[str, Callable[..., str]] = {
     "ratio": ratio,
     "nats": nats,
@@ -97,4 +116,7 @@ FILTERS: dict[str, Callable[..., str]] = {
     "count": count,
     "share": share,
     "mean": mean,
+    "speedup": speedup,
+    "per_s": per_s,
+    "seconds": seconds,
 }

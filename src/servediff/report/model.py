@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from servediff.compare.mechanism import Drift, Precision
 from servediff.compare.quality import Accuracy, PairQuality
+from servediff.compare.speed import Interval
 
 SCHEMA_VERSION = 1
 TopK = tuple[tuple[str, float], ...]
@@ -246,6 +247,56 @@ class Sweep:
     only_varied: bool  # long lists keep only the prompts with more than one output
 
 
+# --- speed (what the tuning bought) -------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class SpeedView:
+    """One configuration's speed on one suite, warm-up and errored items left out and counted."""
+
+    suite: str
+    label: str
+    sweep: str | None  # the load sweep this level belongs to (its base label), None: not a sweep
+    concurrency: int
+    runs: int
+    items: int  # items the numbers are made of (over all repeats)
+    warmup: int  # left out as warm-up
+    errors: int  # left out: the engine failed
+    in_flight: float | None  # mean requests in flight (Σ latency / wall)
+    tokens_per_s: Interval | None  # output tokens/s (None: no timestamps at concurrency > 1)
+    requests_per_s: Interval | None
+    latency: tuple[Interval, ...]  # p50, p90, p99 in seconds
+    ttft: tuple[Interval, ...]  # p50, p90, p99 time to first token (empty: not measured)
+    itl: Interval | None  # mean inter-token latency (seconds)
+    engine_tokens_per_s: float | None  # the engine's own decode rate, where it reported one
+    reference: str | None  # the configuration the speedup is against (None: this is it)
+    speedup: Interval | None
+
+
+@dataclass(frozen=True, slots=True)
+class QualityDelta:
+    suite: str
+    delta: float
+    low: float
+    high: float
+    verdict: str
+    margin: float
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The one line per configuration: speed, identity, quality, verification."""
+
+    label: str
+    reference: str | None  # None: the reference configuration itself
+    concurrency: int
+    speedup: Interval | None  # output tokens/s against the reference, over every suite's items
+    tokens_per_s: Interval | None  # this configuration's own rate, over every suite's items
+    identity: tuple[tuple[str, int, int], ...]  # (suite, identical, compared): against the reference
+    control: tuple[tuple[str, int, int], ...]  # (suite, identical, compared): against its repeat
+    quality: tuple[QualityDelta, ...]
+    verification: str | None  # None: nothing was checked
+
+
+# -----------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Report:
     schema_version: int
@@ -263,6 +314,10 @@ class Report:
     claims: tuple[Claim, ...]
     sweeps: tuple[Sweep, ...]
     limitations: tuple[str, ...]
+    # Speed: per (suite, configuration), and the one-line verdicts that open the Summary.
+    speed: tuple[SpeedView, ...] = ()
+    verdicts: tuple[Verdict, ...] = ()
+    warmup: int = 1  # items per run left out of every speed number
 
     @property
     def comparisons(self) -> tuple[Comparison, ...]:
@@ -280,3 +335,13 @@ class Report:
     @property
     def flagged(self) -> tuple[Claim, ...]:
         return tuple(c for c in self.claims if c.flagged)
+
+    @property
+    def speed_vs_quality(self) -> tuple[Verdict, ...]:
+        """Configurations with both a speedup and a paired accuracy difference (the HTML plot)."""
+        return tuple(v for v in self.verdicts if v.speedup is not None and v.quality)
+
+    @property
+    def sweep_speed(self) -> tuple[SpeedView, ...]:
+        """Load-sweep levels with a throughput (the throughput-vs-concurrency plot)."""
+        return tuple(s for s in self.speed if s.sweep is not None and s.tokens_per_s is not None)

@@ -20,6 +20,7 @@ from servediff.record import Run, read_run
 
 DEFAULT_MARGIN = 0.01
 DEFAULT_TITLE = "servediff report"
+DEFAULT_WARMUP = 1
 
 
 def is_sweep(run: Run) -> bool:
@@ -32,6 +33,9 @@ class ReportOptions:
     near_tie: float = DEFAULT_THRESHOLD  # nats: below it, a top-2 flip is a near-tie
     margin: float = DEFAULT_MARGIN  # non-inferiority margin (fraction of items) for scored suites
     probes: tuple[ProbeSet, ...] = ()
+    # Speed: the first N items sent in each run are warm-up, left out of every speed number and
+    # counted (the first request pays for loading and caches). 0 keeps them all.
+    warmup: int = DEFAULT_WARMUP
 
 
 def load(
@@ -41,6 +45,7 @@ def load(
     title: str = DEFAULT_TITLE,
     near_tie: float = DEFAULT_THRESHOLD,
     margin: float = DEFAULT_MARGIN,
+    warmup: int = DEFAULT_WARMUP,
 ) -> tuple[Study, ReportOptions]:
     """Runs and probe records from one list of files.
 
@@ -50,4 +55,4 @@ def load(
     study = build_study([read_run(p) for p in paths if p not in probe_paths], force=force)
     study = without_pairs_of(study, [c.label for c in study.configurations if is_sweep(c.runs[0])])
     probes = tuple(read_probes(p) for p in probe_paths)
-    return study, ReportOptions(title=title, near_tie=near_tie, margin=margin, probes=probes)
+    return study, ReportOptions(title=title, near_tie=near_tie, margin=margin, probes=probes, warmup=warmup)

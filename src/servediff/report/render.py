@@ -77,6 +77,7 @@ def _markdown_env() -> Environment:
     env.filters.update({k: _as_md(f) for k, f in fmt.FILTERS.items()})
     env.filters.update(code=code, tok=tok, top2=top2)
     env.globals["w"] = wording
+    env.globals["fmt"] = fmt
     return env
 
 
@@ -93,6 +94,7 @@ def _html_env() -> Environment:
     env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
     env.globals["figures"] = _svg_figures
     env.globals["w"] = wording
+    env.globals["fmt"] = fmt
     return env
 
 

@@ -9,10 +9,13 @@ templates; the words and numbers live here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from servediff.compare.mechanism import Precision
 from servediff.compare.quality import PairQuality
+from servediff.compare.speed import Interval
 from servediff.report import fmt
-from servediff.report.model import Claim, Comparison
+from servediff.report.model import Claim, Comparison, Verdict
 
 STATUS_NOTE = {
     "NOT ENGAGED": "this configuration did not test the feature it claims",
@@ -170,4 +173,64 @@ def sweep_intro() -> str:
     return (
         "The same configuration, the same prompts at temperature 0, repeated at each concurrency: how many "
         "distinct completions does each prompt get across the repeats?"
+    )
+
+
+# --- speed ------------------------------------------------------------------------------------
+def direction(x: Interval | None) -> str:
+    """Plain words for a speedup: only an interval wholly on one side of 1 counts."""
+    if x is None:
+        return ""
+    if x.high < 1:
+        return "slower"
+    if x.low > 1:
+        return "faster"
+    return "no clear difference"
+
+
+def interval(x: Interval, f: Callable[[float], str]) -> str:
+    return f"{f(x.value)} [{f(x.low)}, {f(x.high)}]"
+
+
+def speed_phrase(v: Verdict) -> str:
+    where = "sequential" if v.concurrency == 1 else f"at concurrency {v.concurrency}"
+    if v.reference is None:
+        rate = interval(v.tokens_per_s, fmt.per_s) if v.tokens_per_s else "n/a"
+        return f"{rate} output tokens/s ({where})"
+    if v.speedup is None:
+        return f"speed not comparable with {v.reference} (no timing over common items)"
+    s = v.speedup
+    return (
+        f"{fmt.speedup(s.value)} ({direction(s)}) output tokens/s {where} "
+        f"[{fmt.speedup(s.low)}, {fmt.speedup(s.high)}]"
+    )
+
+
+def verdict_line(v: Verdict) -> str:
+    """The one line: speed, identity, quality, verification."""
+    head = f"{v.label} vs {v.reference}" if v.reference else f"{v.label} (reference)"
+    parts = [speed_phrase(v)]
+    parts += [f"{s}: {fmt.ratio(k, n)} identical" for s, k, n in v.identity]
+    if v.reference is None:
+        parts += [f"{s}: control {fmt.ratio(k, n)} identical" for s, k, n in v.control]
+    parts += [
+        f"{q.suite} Δ {fmt.spp(q.delta)} pp [{fmt.spp(q.low)}, {fmt.spp(q.high)}], {q.verdict} at "
+        f"{fmt.pp(q.margin)} pp"
+        for q in v.quality
+    ]
+    if v.verification:
+        parts.append(f"verification: {v.verification}")
+    return f"{head}: " + "; ".join(parts)
+
+
+def speed_intro(warmup: int) -> str:
+    first = "none" if warmup == 0 else ("the first item" if warmup == 1 else f"the first {warmup} items")
+    return (
+        "Output tokens/s and requests/s = tokens (requests) ÷ wall time from the first request sent to the "
+        "last answer back; latency is per request, sent to answered. Intervals are 95 % percentile "
+        "bootstraps over items (seeded); the speedup is paired over the items both configurations ran. "
+        f"Warm-up: {first} sent in each run is left out of every number and counted (ReportOptions.warmup)."
+        " TTFT and inter-token latency exist only where tokens were seen arrive (in-process, or --stream); "
+        "the engine's own rate is decoded tokens ÷ its own decode time (llama.cpp's perf counters, or a "
+        "server's timings), which leaves out prompt processing, sampling and transport."
     )

@@ -1,0 +1,227 @@
+"""What a configuration bought: output tokens/s, requests/s and latency, from the records alone.
+
+    servediff report runs/*.jsonl --md report.md      # the Speed section and the verdict lines
+
+Every item of a run records its wall latency (request sent → answer back), its output tokens
+and, from schema 3 on, when it finished (``finished_at``). From these:
+
+- output tokens/s = Σ tokens / wall and requests/s = items / wall, where wall runs from the
+  first request sent to the last answer back. Written as (Σ tokens / Σ latency) × in-flight, with
+  in-flight = Σ latency / wall the mean number of requests in flight (1 for a sequential run),
+  so the interval can resample items: the bootstrap resamples the ratio and keeps in-flight
+  fixed. Records without ``finished_at`` count as sequential at concurrency 1 and have no
+  throughput at higher concurrency.
+- latency percentiles p50/p90/p99 (linear interpolation, numpy's default), each with a
+  percentile-bootstrap interval over items. With few items p99 is close to the maximum.
+- speedup of B against A = B's tokens/s ÷ A's, bootstrapped over the item ids both ran (paired:
+  a long prompt is long under both).
+- an engine that batches (transformers) records each item's batch and the batch's wall time:
+  its in-flight is Σ latency / Σ batch walls.
+- warm-up: the first ``warmup`` items sent in each run (by start time where recorded, else in
+  suite order) are left out of every number and counted; the first request pays for loading,
+  caches and allocation.
+
+The bootstrap uses a seeded ``numpy.random.Generator`` (percentile method, 2,000 resamples), so
+a report is reproducible to the digit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from servediff.record import Item, Run
+
+RESAMPLES = 2000
+SEED = 20261201
+PERCENTILES = (50.0, 90.0, 99.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    value: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One finished item: what the speed numbers are made of."""
+
+    key: str  # the item id (and suite, where runs of several suites are pooled)
+    tokens: int
+    latency_s: float
+    ttft_s: float | None
+    itl_s: float | None
+    start: float | None  # epoch seconds the request went out (finished_at − latency)
+
+
+@dataclass(frozen=True, slots=True)
+class Items:
+    """A run's (or a configuration's pooled runs') items, after warm-up and errors are left out."""
+
+    samples: tuple[Sample, ...]
+    warmup: int  # left out as warm-up
+    errors: int  # left out because the engine failed
+    in_flight: float | None  # mean requests in flight; None: unknown (concurrent, no timestamps)
+
+
+def run_items(run: Run, warmup: int, prefix: str = "") -> Items:
+    """The run's error-free items minus the first ``warmup`` sent."""
+    order = {item_id: n for n, item_id in enumerate(run.header.suite.item_ids)}
+    found = [it for it in run.items.values() if it.error is None]
+    errors = len(run.items) - len(found)
+    timed = all(it.finished_at is not None for it in found)
+    if timed:
+        found.sort(key=lambda it: (it.finished_at or 0.0) - it.latency_s)
+    else:
+        found.sort(key=lambda it: order.get(it.id, len(order)))
+    kept = found[warmup:]
+    samples = tuple(
+        Sample(
+            prefix + it.id,
+            it.n_tokens or 0,
+            it.latency_s,
+            it.ttft_s,
+            it.itl_s,
+            (it.finished_at - it.latency_s) if it.finished_at is not None else None,
+        )
+        for it in kept
+    )
+    flight = batched_in_flight(kept) if not timed else None
+    if flight is None:
+        flight = in_flight(samples, run.header.concurrency)
+    return Items(samples, len(found) - len(kept), errors, flight)
+
+
+def batched_in_flight(items: Sequence[Item]) -> float | None:
+    """For an engine that generates items in batches and records each item's batch and the
+    batch's wall time (metadata["engine"]: transformers), Σ latency / Σ batch walls; else None."""
+    walls: dict[object, float] = {}
+    for it in items:
+        meta = it.metadata.get("engine") or {}
+        if "batch" not in meta or "batch_wall_s" not in meta:
+            return None
+        walls[meta["batch"]] = float(meta["batch_wall_s"])
+    wall = sum(walls.values())
+    return sum(it.latency_s for it in items) / wall if wall > 0 else None
+
+
+def in_flight(samples: Sequence[Sample], concurrency: int) -> float | None:
+    """Σ latency / wall (first start → last finish): the mean number of requests in flight."""
+    if not samples:
+        return None
+    if any(s.start is None for s in samples):
+        return 1.0 if concurrency == 1 else None
+    first = min(s.start or 0.0 for s in samples)
+    last = max((s.start or 0.0) + s.latency_s for s in samples)
+    busy = sum(s.latency_s for s in samples)
+    return busy / (last - first) if last > first else None
+
+
+def pooled(parts: Sequence[Items]) -> Items:
+    """Several runs as one sample (repeats; or suites, keyed apart). In-flight: latency-weighted."""
+    samples = tuple(s for p in parts for s in p.samples)
+    known = [(p.in_flight, sum(s.latency_s for s in p.samples)) for p in parts if p.samples]
+    flight: float | None = None
+    if known and all(f is not None for f, _ in known):
+        weight = sum(w for _, w in known) or float(len(known))  # all latencies 0: equal weights
+        flight = sum((f or 0.0) * (w or 1.0) for f, w in known) / weight
+    return Items(samples, sum(p.warmup for p in parts), sum(p.errors for p in parts), flight)
+
+
+def _interval(value: float, draws: np.ndarray) -> Interval:
+    low, high = np.percentile(draws, [2.5, 97.5])
+    return Interval(float(value), float(low), float(high))
+
+
+def _draws(n: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.integers(0, n, size=(RESAMPLES, n))
+
+
+def rates(items: Items) -> tuple[Interval, Interval] | None:
+    """(output tokens/s, requests/s) with bootstrap intervals; None without items or in-flight."""
+    s, flight = items.samples, items.in_flight
+    if not s or flight is None:
+        return None
+    tokens = np.array([x.tokens for x in s], dtype=float)
+    latency = np.array([x.latency_s for x in s], dtype=float)
+    if latency.sum() <= 0:
+        return None
+    idx = _draws(len(s), np.random.default_rng(SEED))
+    busy = latency[idx].sum(axis=1)
+    tok = _interval(tokens.sum() / latency.sum() * flight, tokens[idx].sum(axis=1) / busy * flight)
+    req = _interval(len(s) / latency.sum() * flight, len(s) / busy * flight)
+    return tok, req
+
+
+def percentiles(values: Sequence[float]) -> tuple[Interval, ...]:
+    """p50, p90, p99 of ``values`` with bootstrap intervals (empty: no values)."""
+    if not values:
+        return ()
+    x = np.array(values, dtype=float)
+    idx = _draws(len(x), np.random.default_rng(SEED))
+    draws = np.percentile(x[idx], PERCENTILES, axis=1)
+    point = np.percentile(x, PERCENTILES)
+    return tuple(_interval(float(point[k]), draws[k]) for k in range(len(PERCENTILES)))
+
+
+def mean(values: Sequence[float]) -> Interval | None:
+    if not values:
+        return None
+    x = np.array(values, dtype=float)
+    idx = _draws(len(x), np.random.default_rng(SEED))
+    return _interval(float(x.mean()), x[idx].mean(axis=1))
+
+
+def speedup(a: Items, b: Items) -> Interval | None:
+    """B's output tokens/s ÷ A's over the keys both have, bootstrapped over those keys (paired).
+    Repeats of one key are summed first, so a key is drawn with all its repeats."""
+    if a.in_flight is None or b.in_flight is None:
+        return None
+    ta, la = _per_key(a.samples)
+    tb, lb = _per_key(b.samples)
+    keys = sorted(set(ta) & set(tb))
+    if not keys:
+        return None
+    arr = np.array([[ta[k], la[k], tb[k], lb[k]] for k in keys], dtype=float)
+    if arr[:, 1].sum() <= 0 or arr[:, 3].sum() <= 0 or arr[:, 0].sum() <= 0:
+        return None
+    scale = b.in_flight / a.in_flight
+
+    def ratio(x: np.ndarray) -> np.ndarray:
+        return np.asarray(
+            (x[..., 2].sum(-1) / x[..., 3].sum(-1)) / (x[..., 0].sum(-1) / x[..., 1].sum(-1)) * scale
+        )
+
+    idx = _draws(len(keys), np.random.default_rng(SEED))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        draws = ratio(arr[idx])
+    return _interval(float(ratio(arr)), draws[np.isfinite(draws)])
+
+
+def _per_key(samples: Sequence[Sample]) -> tuple[dict[str, float], dict[str, float]]:
+    tokens: dict[str, float] = {}
+    latency: dict[str, float] = {}
+    for s in samples:
+        tokens[s.key] = tokens.get(s.key, 0.0) + s.tokens
+        latency[s.key] = latency.get(s.key, 0.0) + s.latency_s
+    return tokens, latency
+
+
+def engine_decode_rate(runs: Sequence[Run], warmup: int) -> float | None:
+    """Tokens/s by the engine's own clock, where it reported one, over the same items as
+    ``run_items``: llama.cpp's perf counters (decoded tokens / decode time), or a server's
+    ``timings`` (predicted_n / predicted_ms, llama.cpp's C++ server)."""
+    n = ms = 0.0
+    for run in runs:
+        keep = {s.key for s in run_items(run, warmup).samples}
+        for item_id in keep:
+            t = run.items[item_id].metadata.get("engine_timings") or {}
+            if "eval_n" in t and "eval_ms" in t:
+                n, ms = n + float(t["eval_n"]), ms + float(t["eval_ms"])
+            elif "predicted_n" in t and "predicted_ms" in t:
+                n, ms = n + float(t["predicted_n"]), ms + float(t["predicted_ms"])
+    return n / ms * 1000 if ms > 0 else None

@@ -1,0 +1,161 @@
+"""A streamed OpenAI-compatible completion (server-sent events) → one Completion, timed per token.
+
+    servediff run --engine http --base-url http://127.0.0.1:8000 --stream --out a.jsonl
+
+With ``stream: true`` a server sends each token (or a few) as one ``data: {...}`` event and ends
+with ``data: [DONE]``. Joined, the events give the same text, finish reason and logprobs as the
+non-streamed response (the tests check this against a real server); what streaming adds is
+*when* each token arrived: the time to first token and the gaps between tokens. Token counts
+come from the final ``usage`` event where the server sends one (``stream_options.include_usage``:
+vLLM, SGLang), else from the logprobs, else from the number of events that carried text
+(llama-cpp-python sends one per token and no usage).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from servediff.types import Completion, TokenLogprob
+
+Arrivals = list[tuple[int, float]]  # (body bytes received so far, time.perf_counter())
+
+
+def events(body: bytes) -> list[tuple[int, str]]:
+    """(offset just past the event in ``body``, its data) for each event, up to ``[DONE]``."""
+    out: list[tuple[int, str]] = []
+    data: list[str] = []
+    pos = 0
+    for line in body.splitlines(keepends=True):
+        pos += len(line)
+        text = line.decode("utf-8").rstrip("\r\n")
+        if text.startswith("data:"):
+            data.append(text[5:].removeprefix(" "))
+        elif not text and data:  # a blank line ends an event
+            joined = "\n".join(data)
+            data = []
+            if joined == "[DONE]":
+                break
+            out.append((pos, joined))
+    if data and "\n".join(data) != "[DONE]":
+        out.append((pos, "\n".join(data)))  # a last event without its blank line
+    return out
+
+
+def arrival_time(arrivals: Arrivals, offset: int) -> float | None:
+    """When the body's first ``offset`` bytes had arrived (None: no arrival times)."""
+    i = bisect.bisect_left([n for n, _ in arrivals], offset)
+    return arrivals[i][1] if i < len(arrivals) else None
+
+
+@dataclass(slots=True)
+class _Joined:
+    text: list[str]
+    finish: str | None = None
+    usage: dict[str, Any] | None = None
+    timings: dict[str, Any] | None = None
+    logprobs: list[TokenLogprob] | None = None
+    chat: bool = False
+
+
+def _add(j: _Joined, event: dict[str, Any]) -> bool:
+    """Fold one event into ``j``; True when it carried generated text or tokens."""
+    if event.get("error"):
+        raise ValueError(f"the stream reported an error: {json.dumps(event['error'])[:300]}")
+    if isinstance(event.get("usage"), dict):
+        j.usage = event["usage"]
+    if isinstance(event.get("timings"), dict):
+        j.timings = event["timings"]
+    choices = event.get("choices") or []
+    if not choices:
+        return False
+    choice = choices[0]
+    if choice.get("finish_reason"):
+        j.finish = choice["finish_reason"]
+    if "delta" in choice:
+        j.chat = True
+        piece = (choice.get("delta") or {}).get("content")
+        lps = chat_logprobs(choice.get("logprobs"))
+    else:
+        piece = choice.get("text")
+        lps = text_logprobs(choice.get("logprobs"))
+    if lps:
+        j.logprobs = [*(j.logprobs or []), *lps]
+    if isinstance(piece, str) and piece:
+        j.text.append(piece)
+        return True
+    return bool(lps)
+
+
+def parse_stream(item_id: str, body: bytes, arrivals: Arrivals, sent: float, latency: float) -> Completion:
+    """The events of one streamed response → Completion with ttft_s and itl_s.
+
+    ``sent`` is the perf_counter time the request went out. Raises ValueError for a stream that
+    holds no answer (no events, an error event, no finish reason): a server fault, as in
+    ``parse_response``."""
+    found = events(body)
+    if not found:
+        raise ValueError("the stream held no events")
+    joined = _Joined(text=[])
+    stamps: list[float] = []
+    for end, data in found:
+        try:
+            event = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"a streamed event is not JSON ({exc})") from exc
+        if isinstance(event, dict) and _add(joined, event):
+            t = arrival_time(arrivals, end)
+            if t is not None:
+                stamps.append(t)
+    if joined.finish is None:
+        raise ValueError("the stream ended without a finish reason (cut off)")
+    usage = joined.usage or {}
+    n = usage.get("completion_tokens")
+    lps = joined.logprobs
+    n_tokens = n if isinstance(n, int) else (len(lps) if lps else len(stamps) or None)
+    return Completion(
+        item_id=item_id,
+        text="".join(joined.text),
+        finish_reason=joined.finish,
+        latency_s=latency,
+        n_tokens=n_tokens,
+        tokens=[t.token for t in lps] if lps else None,
+        logprobs=lps,
+        token_source="engine" if lps else None,
+        ttft_s=stamps[0] - sent if stamps else None,
+        itl_s=(stamps[-1] - stamps[0]) / (len(stamps) - 1) if len(stamps) > 1 else None,
+        engine_timings=engine_timings(joined.timings),
+    )
+
+
+def engine_timings(timings: Any) -> dict[str, Any] | None:
+    """A response's own ``timings`` object (llama.cpp's C++ server), marked as the engine's."""
+    if not isinstance(timings, dict) or not timings:
+        return None
+    return {"source": "response timings", **timings}
+
+
+def chat_logprobs(block: Any) -> list[TokenLogprob] | None:
+    if not block or not block.get("content"):
+        return None
+    return [
+        TokenLogprob(
+            e["token"],
+            float(e["logprob"]),
+            tuple((t["token"], float(t["logprob"])) for t in e.get("top_logprobs") or ()),
+        )
+        for e in block["content"]
+    ]
+
+
+def text_logprobs(block: Any) -> list[TokenLogprob] | None:
+    if not block or not block.get("tokens"):
+        return None
+    tops = block.get("top_logprobs") or [None] * len(block["tokens"])
+    out = []
+    for tok, lp, top in zip(block["tokens"], block["token_logprobs"], tops):
+        pairs = sorted(((str(t), float(v)) for t, v in (top or {}).items()), key=lambda x: -x[1])
+        out.append(TokenLogprob(tok, float(lp), tuple(pairs)))
+    return out
