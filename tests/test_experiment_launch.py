@@ -97,11 +97,13 @@ def test_two_launched_servers_run_stop_probe_and_report(tmp_path: Path) -> None:
     assert (control["a"], control["total"], control["identical"]) == ("stock", 2, 2)
     ((a, b, total, diverged),) = [(p["a"], p["b"], p["total"], p["divergences"]) for p in summary["pairs"]]
     assert (a, b, total) == ("stock", "flash", 2) and diverged
-    version = summary["experiment"]["verification"]["flash/diverging/1"]["server_version"]
+    (version,) = {
+        c["version"] for c in summary["claims"] if (c["label"], c["suite"]) == ("flash", "diverging")
+    }
     assert version.startswith("llama-cpp-python 0.")  # the server exposes none; the package says
     report = (out / "report.md").read_text()
     assert "Control `stock` (diverging)" in report and "`stock` vs `flash`" in report
-    assert "| `flash` | llamacpp |" in report and "flash_attention | not verified |" in report
+    assert "| `flash` | llamacpp |" in report and "`flash_attention` | not verified |" in report
     # Each divergence measured under both servers, replaying the prefix into the KV cache as
     # generation built it; the probes name the diverging tokens, so none is left unexplained.
     sides = {}
@@ -205,7 +207,7 @@ def test_claimed_speculative_decoding_that_did_not_engage_is_flagged(
     )
     path = experiment(tmp_path, configs, model="stub")
     assert main(["experiment", str(path), "--no-progress"]) == 1  # the claim check failed
-    assert "`spec-silent` claims speculative decoding — **NOT ENGAGED**" in capsys.readouterr().err
+    assert "spec-silent claims speculative decoding — NOT ENGAGED" in capsys.readouterr().err
     report = (tmp_path / "out" / "report.md").read_text()
     assert "> **Flag:** `spec-silent` claims speculative decoding — **NOT ENGAGED**" in report
     assert "`spec-ok`" not in report.split("## Is each")[1].split("| configuration")[0]  # not flagged
@@ -234,8 +236,11 @@ def test_load_sweep_counts_distinct_completions_per_prompt(tmp_path: Path) -> No
     runs = [read_run(p) for p in sorted((out / "sweep").glob("stock.*/*.jsonl"))]
     assert sorted((r.header.concurrency, r.header.repeat) for r in runs) == [(1, 1), (1, 2), (3, 1), (3, 2)]
     summary = json.loads((out / "summary.json").read_text())
+    (sweep,) = summary["sweeps"]
+    levels = [x["concurrency"] for x in sweep["levels"]]
     for level in (1, 3):
-        distinct = summary["experiment"]["sweep"][f"stock@c{level}/prompts"]["distinct"]
+        at = levels.index(level)
+        distinct = {item: per[at] for item, per, _ in sweep["items"]}
         texts: dict[str, set[str]] = {}
         for r in runs:
             if r.header.concurrency == level:
@@ -254,7 +259,7 @@ def test_an_already_running_server(tmp_path: Path, llama_server: LlamaServer) ->
     assert main(["experiment", str(path), "--no-progress"]) == 0
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert [(c["a"], c["total"]) for c in summary["controls"]] == [("running", 2)]
-    assert summary["experiment"]["verification"]["running/prompts/1"]["kind"] == "server"
+    assert {c["start"] for c in summary["claims"] if c["label"] == "running"} == {"server"}
     assert llama_server.proc.poll() is None  # left running
     wrong = experiment(tmp_path, config, model="another-model")
     assert main(["experiment", str(wrong), "--no-progress"]) == 2

@@ -56,7 +56,7 @@ def _claims(label: str, suite: str, run: Run) -> list[Claim]:
     return [
         dataclasses.replace(
             base,
-            claim=claim.replace("_", " "),
+            claim=claim,
             status=str(check.get("status", "")),
             detail=str(check.get("detail", "")),
             flagged=claim in v.get("flagged", []),

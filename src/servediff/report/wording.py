@@ -28,9 +28,8 @@ def flag_note(status: str) -> str:
 
 
 def flag_line(c: Claim) -> str:
-    return (
-        f"{c.label} claims {c.claim} — {c.status} ({c.suite} #{c.repeat}: {c.detail}); {flag_note(c.status)}"
-    )
+    claim = (c.claim or "").replace("_", " ")
+    return f"{c.label} claims {claim} — {c.status} ({c.suite} #{c.repeat}: {c.detail}); {flag_note(c.status)}"
 
 
 def no_control() -> str:
