@@ -32,7 +32,7 @@ from servediff.compare.stats import wilson
 from servediff.compare.study import Configuration, PairResult, Study
 from servediff.record import Item, Run
 from servediff.redaction import redact_argv
-from servediff.report import experiment_view
+from servediff.report import attribution_view, experiment_view
 from servediff.report.model import (
     SCHEMA_VERSION,
     Changed,
@@ -90,6 +90,7 @@ def build(study: Study, options: ReportOptions) -> Report:
         claims=experiment_view.claims(study),
         sweeps=experiment_view.sweeps(study),
         limitations=LIMITATIONS,
+        attribution=attribution_view.attribution(study, options.margin),
     )
 
 
