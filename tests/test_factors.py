@@ -15,6 +15,7 @@ from servediff.compare.attribution import Cell, item_cause
 from servediff.compare.study import compare_runs
 from servediff.experiment import ExperimentError, load_experiment, run_experiment
 from servediff.record import read_run
+from tests.test_report_consistency import check as consistent
 
 HEAD = """\
 model = "SmolLM2-135M-Instruct"
@@ -158,10 +159,10 @@ def test_attribution_agrees_with_each_factor_run_alone(tmp_path: Path) -> None:
             ("kv_q8", 'kv_cache_type = "q8_0"'),
         )
     )
-    check = load_experiment(
+    separate = load_experiment(
         write(tmp_path, HEAD.format(design="") + alone, "alone.toml"), output=tmp_path / "alone"
     )
-    run_experiment(check, progress=False)
+    run_experiment(separate, progress=False)
     runs = {
         p.parent.name.split(".")[0]: read_run(p) for p in (tmp_path / "alone" / "runs").glob("*/*.r1.jsonl")
     }
@@ -175,9 +176,41 @@ def test_attribution_agrees_with_each_factor_run_alone(tmp_path: Path) -> None:
         sole = {i for i, c in causes.items() if c["established"] and c["smallest"] == [[factor]]}
         assert sole <= diverged
         assert all(any(factor in s for s in causes[i]["smallest"]) for i in diverged)
+    assert causes, "nothing diverged: the study shows no attribution"
+    # every number of the section reads the same in summary.json, report.md and report.html
+    assert consistent(sorted((tmp_path / "design" / "runs").glob("*/*.jsonl")))["attribution"]
     md = (tmp_path / "design" / "report.md").read_text()
     page = (tmp_path / "design" / "report.html").read_text()
     assert "## Which factor changes the output?" in md and 'id="factors"' in page
     # the design's place is in every run header: the report renders from the records alone
     header = read_run(next((tmp_path / "design" / "runs").glob("all.*/*.r1.jsonl"))).header
     assert header.extra["experiment"]["factors"]["on"] == ["flash_attn", "prompt_lookup", "kv_q8"]
+
+
+def test_prefix_cache_factor_reuses_the_branching_suites_shared_history(tmp_path: Path) -> None:
+    text = """\
+model = "SmolLM2-135M-Instruct"
+control_repeats = 0
+[suites.branching]
+limit = 3
+max_tokens = 4
+[probes]
+enabled = false
+[[configurations]]
+label = "stock"
+knobs = { threads = 1 }
+[[factors]]
+name = "prefix_cache"
+knobs = { prefix_cache = true }
+"""
+    exp = load_experiment(write(tmp_path, text), output=tmp_path / "out")
+    assert [c.label for c in exp.configurations] == ["stock", "+prefix_cache"]
+    assert run_experiment(exp, progress=False).errors == 0
+    [att] = json.loads((tmp_path / "out" / "summary.json").read_text())["attribution"]
+    [cell] = att["cells"]
+    assert att["control_deterministic"] is None  # not repeated: the report says so
+    # after the first item, all of the shared history comes from the KV cache
+    assert cell["prompt_tokens"] > 3 * 300 and cell["cached_tokens"] > 2 * 300
+    stock = read_run(next((tmp_path / "out" / "runs").glob("stock.*/*.jsonl")))
+    assert {i.metadata["engine"]["cached_prompt_tokens"] for i in stock.items.values()} == {0}
+    assert "was not repeated" in (tmp_path / "out" / "report.md").read_text()
