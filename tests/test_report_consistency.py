@@ -105,6 +105,35 @@ def speed_phrases(summary: dict[str, Any]) -> list[str]:
         if v["reference"] and x:
             way = wording.direction(Interval(**x))
             out.append(f"{v['label']} vs {v['reference']}: {fmt.speedup(x['value'])} ({way})")
+    return out + attribution_phrases(summary)
+
+
+def attribution_phrases(summary: dict[str, Any]) -> list[str]:
+    """The "Which factor" tables: each combination's row and each factor's row."""
+
+    def ratio(c: dict[str, Any] | None) -> str:
+        return f"{c['identical']}/{c['total']}" if c else "not run"
+
+    out: list[str] = []
+    for a in summary.get("attribution", []):
+        for c in a["cells"]:
+            h, q = c["hazard"], c["quality"]
+            rate = f"{fmt.rate(h['per_1000'])} ({fmt.rate(h['low_1000'])}–{fmt.rate(h['high_1000'])})"
+            left = f" ({c['errors']} left out)" if c["errors"] else ""
+            cached = c["cached_tokens"]
+            cached = (
+                "not recorded"
+                if cached is None
+                else f"{fmt.count(cached)} of {fmt.count(c['prompt_tokens'])}"
+            )
+            ci = q and f"[{fmt.spp(q['delta_ci']['low'])}, {fmt.spp(q['delta_ci']['high'])}]"
+            delta = f"{fmt.spp(q['table']['delta'])} pp {ci}" if q else "not scored"
+            on = " + ".join(c["on"])
+            out.append(f"{c['label']} {on} {ratio(c)}{left} {rate if h else 'n/a'} {cached} {delta}")
+        for f in a["rows"]:
+            prevents = "n/a" if f["prevents"] is None else f"{f['prevents']}/{f['diverging_with_all']}"
+            out.append(f"{f['factor']} {ratio(f['alone'])}")
+            out.append(f"{ratio(f['without'])} {prevents} {len(f['sole'])}")
     return out
 
 

@@ -132,6 +132,7 @@ class LlamaCppEngine(Closing):
         self._llama_cpp.llama_perf_context_reset(llm._ctx.ctx)
         started = time.perf_counter()
         stamps: list[float] = []
+        cached = _reused_prefix(list(llm._input_ids), prompt)
         ids: list[int] = []
         pieces: list[bytes] = []
         lps: list[TokenLogprob] | None = [] if params.logprobs else None
@@ -162,6 +163,8 @@ class LlamaCppEngine(Closing):
             tokens=[p.decode("utf-8", errors="replace") for p in pieces],
             logprobs=lps,
             token_source="engine",
+            # how much of the prompt came from the KV cache: the prefix-cache factor's evidence
+            engine_meta={"prompt_tokens": len(prompt), "cached_prompt_tokens": cached},
         )
 
     def _perf(self) -> dict[str, Any]:
@@ -240,6 +243,17 @@ class LlamaCppEngine(Closing):
 
     def close(self) -> None:
         self._llm.close() if hasattr(self._llm, "close") else None
+
+
+def _reused_prefix(cached: list[int], prompt: list[int]) -> int:
+    """Prompt tokens llama-cpp-python keeps from the KV cache: the longest common prefix, less
+    one when the whole prompt matches (one token is evaluated again to refresh the logits)."""
+    n = 0
+    for a, b in zip(cached, prompt):
+        if a != b:
+            break
+        n += 1
+    return n - 1 if n and n == len(prompt) else n
 
 
 def _file_sha256(path: Path) -> str:

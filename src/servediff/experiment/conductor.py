@@ -28,6 +28,7 @@ from servediff.engines import Engine, Prober
 from servediff.engines.openai_http import HTTPOptions
 from servediff.engines.profiles import PROFILES, Snapshot, flagged, verify_claims, vllm_snapshot
 from servediff.experiment.engine import ExperimentHTTPEngine
+from servediff.experiment.factors import header as factor_header
 from servediff.experiment.lifecycle import Placeholders, RunningServer, get_text, launched
 from servediff.experiment.plan import Slot, ordered, plan_slots
 from servediff.experiment.probing import ProbeSlot, pending, plan_probes
@@ -249,9 +250,12 @@ def run_slot(
     exp: Experiment, live: Session, slot: Slot, suite: Suite, outcome: Outcome, progress: bool
 ) -> None:
     engine = live.engine(slot)
-    extra = {
+    extra: dict[str, Any] = {
         "experiment": {"file": exp.path.name, "definition_sha256": slot.config.digest, "sweep": slot.sweep}
     }
+    if exp.design is not None and slot.config.factors is not None and not slot.sweep:
+        # the report attributes divergences to factors from the records alone
+        extra["experiment"]["factors"] = factor_header(exp.design, slot.config.factors)
     plan = RunPlan(
         suite,
         slot.label,

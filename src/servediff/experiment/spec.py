@@ -20,6 +20,7 @@ from typing import Any
 
 from servediff.engines.knobs import CONFIGS, LlamaKnobs, knobs_from_mapping
 from servediff.engines.profiles import CLAIMS, PROFILES, guess_profile
+from servediff.experiment.factors import Design, FactorError, applied, parse_design
 from servediff.experiment.source import ExperimentError, Source, check_keys, integer, seconds, typed
 from servediff.textfile import read_utf8
 from servediff.types import SamplingParams
@@ -42,6 +43,8 @@ TOP_KEYS = [
     "configurations",
     "sweep",
     "probes",
+    "design",
+    "factors",
 ]
 PROBE_KEYS = ("enabled", "k", "replay", "template")
 SAMPLING_KEYS = ("max_tokens", "seed", "top_logprobs", "thinking")
@@ -61,7 +64,8 @@ CONFIG_KEYS = [
     "config",
 ]
 SWEEP_KEYS = ("concurrency", "repeats", "configuration", "suite")
-LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# '+' for the labels a factor design makes ("+flash_attn"); it is safe in file names.
+LABEL = re.compile(r"^[A-Za-z0-9+][A-Za-z0-9._+-]*$")
 PLACEHOLDERS = ("{port}", "{host}", "{model}", "{model_path}", "{python}")
 
 
@@ -97,6 +101,7 @@ class ConfigSpec:
     launch: LaunchSpec | None = None
     base_url: str | None = None
     knobs: LlamaKnobs | None = None
+    factors: tuple[str, ...] | None = None  # the factors it turns on, when part of a design
 
     @property
     def kind(self) -> str:
@@ -145,6 +150,7 @@ class Experiment:
     sampling: SamplingParams
     sweep: SweepSpec | None = None
     probes: ProbeSpec = ProbeSpec()
+    design: Design | None = None  # factors and the combinations of them that run
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def config(self, label: str) -> ConfigSpec:
@@ -192,6 +198,9 @@ def parse_experiment(raw: dict[str, Any], path: Path, text: str, output: Path | 
     control = raw.get("control", labels[0])
     if not isinstance(control, str) or control not in labels:
         raise src.error(f"control {control!r} is not a configuration label ({labels})", src.line("control"))
+    design = parse_design(src, raw, control)
+    if design is not None:
+        configs = _expand(src, design, raw, configs, shared_of(model, model_path, sampling))
     repeats = integer(src, raw.get("control_repeats", 1), "control_repeats", src.line("control_repeats"), 0)
     concurrency = integer(src, raw.get("concurrency", 1), "concurrency", src.line("concurrency"), 1)
     title = typed(
@@ -213,6 +222,7 @@ def parse_experiment(raw: dict[str, Any], path: Path, text: str, output: Path | 
         sampling=sampling,
         sweep=_sweep(src, raw.get("sweep"), control, {c.label: c.kind for c in configs}, suites),
         probes=_probes(src, raw.get("probes", {}), base),
+        design=design,
         raw=raw,
     )
 
@@ -294,8 +304,7 @@ def _configurations(
     if not isinstance(tables, list) or not tables:
         raise src.error("at least one [[configurations]] table is required", src.line("configurations"))
     seen: dict[str, int] = {}
-    # What every run shares is part of each definition: changing it changes every digest.
-    shared = {"model": model, "model_path": str(model_path), "sampling": dataclasses.asdict(sampling)}
+    shared = shared_of(model, model_path, sampling)
     out = []
     for n, table in enumerate(tables):
         spec = _configuration(src, table, n, shared)
@@ -307,6 +316,36 @@ def _configurations(
         seen[spec.label] = n
         out.append(spec)
     return tuple(out)
+
+
+def shared_of(model: str, model_path: Path | None, sampling: SamplingParams) -> dict[str, Any]:
+    """What every run shares is part of each definition: changing it changes every digest."""
+    return {"model": model, "model_path": str(model_path), "sampling": dataclasses.asdict(sampling)}
+
+
+def _expand(
+    src: Source, design: Design, raw: dict[str, Any], configs: tuple[ConfigSpec, ...], shared: dict[str, Any]
+) -> tuple[ConfigSpec, ...]:
+    """The control, then every combination of factors the design runs, then the other
+    configurations of the file: each combination is the control's table with its factors applied."""
+    n = next(i for i, c in enumerate(configs) if c.label == design.control)
+    where = f"the control {design.control!r}"
+    made = []
+    for on in design.combinations():
+        try:
+            table = applied(design, raw["configurations"][n], on, where)
+        except FactorError as exc:
+            raise src.error(str(exc), src.line("name", "factors", design.names.index(exc.factor))) from None
+        made.append(dataclasses.replace(_configuration(src, table, n, shared), factors=on))
+    taken = {c.label for c in configs}
+    clash = next((c.label for c in made if c.label in taken), None)
+    if clash is not None:
+        raise src.error(
+            f"configuration label {clash!r} is also a label the factor design makes; rename it",
+            src.line("label", "configurations", [c.label for c in configs].index(clash)),
+        )
+    control = dataclasses.replace(configs[n], factors=())
+    return (control, *made, *(c for c in configs if c.label != design.control))
 
 
 def _configuration(src: Source, table: Any, n: int, shared: dict[str, Any]) -> ConfigSpec:

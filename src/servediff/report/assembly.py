@@ -32,7 +32,7 @@ from servediff.compare.stats import wilson
 from servediff.compare.study import Configuration, PairResult, Study
 from servediff.record import Item, Run
 from servediff.redaction import redact_argv
-from servediff.report import experiment_view, speed_view
+from servediff.report import attribution_view, experiment_view, speed_view
 from servediff.report.model import (
     SCHEMA_VERSION,
     Changed,
@@ -95,6 +95,7 @@ def build(study: Study, options: ReportOptions) -> Report:
         speed=speed_view.views(study, options.warmup),
         verdicts=speed_view.verdicts(study, options.warmup, quality_, claims),
         warmup=options.warmup,
+        attribution=attribution_view.attribution(study, options.margin),
     )
 
 

@@ -297,6 +297,56 @@ class Verdict:
 
 
 # -----------------------------------------------------------------------------------------------
+# --- factors: which change did it (experiments with a factor design) ----------------------------
+@dataclass(frozen=True, slots=True)
+class FactorCell:
+    """One combination of factors against the control, on one suite."""
+
+    label: str
+    on: tuple[str, ...]
+    identical: int
+    total: int
+    errors: int
+    hazard: HazardView | None
+    quality: PairQuality | None  # scored suites: the combination minus the control
+    prompt_tokens: int
+    cached_tokens: int | None  # prompt tokens reused from the KV cache (None: not recorded)
+
+
+@dataclass(frozen=True, slots=True)
+class FactorRow:
+    factor: str
+    alone: FactorCell | None
+    without: FactorCell | None  # every factor but this one
+    prevents: int | None  # items diverging with all factors that do not without this one
+    diverging_with_all: int | None
+    sole: tuple[str, ...]  # items this factor alone is established to cause
+
+
+@dataclass(frozen=True, slots=True)
+class ItemCauseView:
+    item_id: str
+    diverges_under: tuple[str, ...]
+    smallest: tuple[tuple[str, ...], ...]
+    established: bool
+    untried: tuple[tuple[str, ...], ...]  # factor sets that would settle it; not run
+    masked: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AttributionView:
+    suite: str
+    design: str
+    control: str
+    factors: tuple[str, ...]
+    control_deterministic: bool | None
+    cells: tuple[FactorCell, ...]
+    rows: tuple[FactorRow, ...]
+    items: tuple[ItemCauseView, ...]
+    interactions: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]  # (factors, items)
+    missing: tuple[tuple[str, ...], ...]  # combinations the design runs with no record here
+
+
 @dataclass(frozen=True, slots=True)
 class Report:
     schema_version: int
@@ -318,6 +368,7 @@ class Report:
     speed: tuple[SpeedView, ...] = ()
     verdicts: tuple[Verdict, ...] = ()
     warmup: int = 1  # items per run left out of every speed number
+    attribution: tuple[AttributionView, ...] = ()  # one per suite of a factor design
 
     @property
     def comparisons(self) -> tuple[Comparison, ...]:

@@ -15,7 +15,15 @@ from servediff.compare.mechanism import Precision
 from servediff.compare.quality import PairQuality
 from servediff.compare.speed import Interval
 from servediff.report import fmt
-from servediff.report.model import Claim, Comparison, Verdict
+from servediff.report.model import (
+    AttributionView,
+    Claim,
+    Comparison,
+    FactorCell,
+    FactorRow,
+    ItemCauseView,
+    Verdict,
+)
 
 STATUS_NOTE = {
     "NOT ENGAGED": "this configuration did not test the feature it claims",
@@ -233,3 +241,60 @@ def speed_intro(warmup: int) -> str:
         "the engine's own rate is decoded tokens ÷ its own decode time (llama.cpp's perf counters, or a "
         "server's timings), which leaves out prompt processing, sampling and transport."
     )
+
+
+# --- factors (the "Which factor" section) ------------------------------------------------------
+def factor_set(on: tuple[str, ...]) -> str:
+    return " + ".join(on) if on else "none"
+
+
+def attribution_intro(a: AttributionView) -> str:
+    return (
+        f"A {a.design} design over {len(a.factors)} factor(s) ({', '.join(a.factors)}), each a named change "
+        f"to the control {a.control}: every combination that ran is compared with the control's first run "
+        "on the same items. A factor's removal prevents a divergence when the item diverges with every "
+        "factor on and not with all but that one. An item's smallest factor set is established when every "
+        "set one factor smaller was run and left it identical to the control; otherwise it is an upper "
+        "bound, and the sets that would settle it were not run (servediff does not run them by itself)."
+    )
+
+
+def control_caveat(a: AttributionView) -> str:
+    if a.control_deterministic is None:
+        return (
+            f"The control {a.control} was not repeated on {a.suite}: a divergence may be run-to-run noise "
+            "rather than a factor's effect."
+        )
+    if not a.control_deterministic:
+        return (
+            f"The control {a.control} did NOT reproduce itself on {a.suite}: divergences cannot be "
+            "attributed to factors with confidence."
+        )
+    return ""
+
+
+def cause(i: ItemCauseView) -> str:
+    sets = " or ".join(factor_set(s) for s in i.smallest)
+    if i.established:
+        together = any(len(s) > 1 for s in i.smallest)
+        return f"{sets} ({'needs them together; ' if together else ''}established)"
+    return f"{sets} at most (not run: {'; '.join(factor_set(s) for s in i.untried)})"
+
+
+def cached(c: FactorCell) -> str:
+    if c.cached_tokens is None:
+        return "not recorded"
+    return f"{fmt.count(c.cached_tokens)} of {fmt.count(c.prompt_tokens)}"
+
+
+def factor_sentence(f: FactorRow) -> str:
+    parts = []
+    if f.alone is not None:
+        parts.append(f"alone it leaves {fmt.ratio(f.alone.identical, f.alone.total)} completions identical")
+    if f.prevents is not None and f.diverging_with_all is not None:
+        parts.append(
+            f"removing it from all factors prevents {f.prevents} of the {f.diverging_with_all} divergences"
+        )
+    if f.sole:
+        parts.append(f"it alone is established to cause {len(f.sole)} item(s): {', '.join(f.sole)}")
+    return f"{f.factor}: " + ("; ".join(parts) if parts else "not run alone or removed") + "."

@@ -1,6 +1,6 @@
 """Suites: what is asked. ``SUITES`` maps a name to its loader; a ``.jsonl`` path is a user suite.
 
-servediff run --suite prompts | gsm8k | mmlu | path/to/suite.jsonl  [--data PATH] [--limit N]
+servediff run --suite prompts | branching | gsm8k | mmlu | path/to/suite.jsonl  [--data PATH] [--limit N]
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from servediff.suites import gsm8k, mmlu, prompts
+from servediff.suites import branching, gsm8k, mmlu, prompts
 from servediff.suites.base import Score, Suite
 
 
@@ -22,6 +22,17 @@ class SuiteOptions:
 
 def _prompts(o: SuiteOptions) -> Suite:
     suite = prompts.builtin() if o.path is None else prompts.from_jsonl(o.path)
+    if o.limit is not None:
+        from servediff.suites.sampling import first_n
+
+        suite = first_n(suite, o.limit)
+    return suite
+
+
+def _branching(o: SuiteOptions) -> Suite:
+    if o.path is not None:
+        raise ValueError("the branching suite is built in: it takes no path")
+    suite = branching.builtin()
     if o.limit is not None:
         from servediff.suites.sampling import first_n
 
@@ -42,6 +53,7 @@ def _mmlu(o: SuiteOptions) -> Suite:
 
 SUITES: dict[str, Callable[[SuiteOptions], Suite]] = {
     "prompts": _prompts,
+    "branching": _branching,
     "gsm8k": _gsm8k,
     "mmlu": _mmlu,
 }

@@ -1,0 +1,216 @@
+"""Factors: the design expanded from an experiment file, and the attribution over real runs.
+
+The embedded study runs SmolLM2 in-process with one thread, three prompts and a few tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servediff.compare.attribution import Cell, item_cause
+from servediff.compare.study import compare_runs
+from servediff.experiment import ExperimentError, load_experiment, run_experiment
+from servediff.record import read_run
+from tests.test_report_consistency import check as consistent
+
+HEAD = """\
+model = "SmolLM2-135M-Instruct"
+control_repeats = 1
+{design}
+
+[suites.prompts]
+limit = 3
+max_tokens = 24
+
+[probes]
+enabled = false
+
+[[configurations]]
+label = "stock"
+knobs = {{ threads = 1 }}
+"""
+
+FACTORS = """
+[[factors]]
+name = "flash_attn"
+knobs = { flash_attn = true }
+
+[[factors]]
+name = "prompt_lookup"
+knobs = { prompt_lookup = 10 }
+
+[[factors]]
+name = "kv_q8"
+knobs = { kv_cache_type = "q8_0" }
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "study.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_one_at_a_time_with_three_factors_runs_every_combination(tmp_path: Path) -> None:
+    exp = load_experiment(write(tmp_path, HEAD.format(design="") + FACTORS))
+    labels = [(c.label, c.factors) for c in exp.configurations]
+    assert labels == [
+        ("stock", ()),
+        ("+flash_attn", ("flash_attn",)),
+        ("+prompt_lookup", ("prompt_lookup",)),
+        ("+kv_q8", ("kv_q8",)),
+        ("all-flash_attn", ("prompt_lookup", "kv_q8")),
+        ("all-prompt_lookup", ("flash_attn", "kv_q8")),
+        ("all-kv_q8", ("flash_attn", "prompt_lookup")),
+        ("all", ("flash_attn", "prompt_lookup", "kv_q8")),
+    ]
+    full = exp.config("all").knobs
+    assert full is not None and (full.flash_attn, full.prompt_lookup, full.kv_cache_type, full.threads) == (
+        True,
+        10,
+        "q8_0",
+        1,
+    )
+    assert len({c.digest for c in exp.configurations}) == 8
+
+
+def test_factorial_with_two_factors_and_the_other_configurations_kept(tmp_path: Path) -> None:
+    text = (
+        HEAD.format(design='design = "factorial"')
+        + "\n\n".join(FACTORS.split("\n\n")[:2])
+        + ('\n\n[[configurations]]\nlabel = "tuned"\nconfig = "tuned"\n')
+    )
+    exp = load_experiment(write(tmp_path, text))
+    assert [c.label for c in exp.configurations] == [
+        "stock",
+        "+flash_attn",
+        "+prompt_lookup",
+        "all",
+        "tuned",
+    ]
+    assert exp.config("tuned").factors is None
+
+
+BAD: list[tuple[str, str, str]] = [
+    ('design = "factorial"', FACTORS.replace('"kv_q8"', '"a"') * 2, "named twice"),
+    (
+        'design = "factorial"',
+        "".join(f'\n[[factors]]\nname = "f{n}"\nknobs = {{ n_batch = {n + 1} }}\n' for n in range(5)),
+        "at most 4 factors",
+    ),
+    ('design = "sideways"', FACTORS, "design must be one of"),
+    ("", '\n[[factors]]\nname = "x"\n', "changes nothing"),
+    ("", '\n[[factors]]\nname = "x"\nargs = ["--flash_attn", "true"]\n', "is not launched"),
+    (
+        "",
+        '\n[[factors]]\nname = "a"\nknobs = { n_batch = 8 }\n'
+        '[[factors]]\nname = "b"\nknobs = { n_batch = 1 }\n',
+        "both set 'n_batch'",
+    ),
+    ('design = "factorial"', "", "'design' needs [[factors]]"),
+    ("", '\n[[factors]]\nname = "x"\nknobs = { nbatch = 8 }\n', "unknown knob"),
+]
+
+
+@pytest.mark.parametrize(("design", "factors", "message"), BAD)
+def test_bad_factors_are_one_line_naming_the_file(
+    tmp_path: Path, design: str, factors: str, message: str
+) -> None:
+    with pytest.raises(ExperimentError) as info:
+        load_experiment(write(tmp_path, HEAD.format(design=design) + factors))
+    text = str(info.value)
+    assert message in text and text.startswith(str(tmp_path / "study.toml")) and "\n" not in text
+
+
+def test_smallest_set_is_established_only_when_every_smaller_set_ran() -> None:
+    def cell(on: tuple[str, ...], diverged: tuple[str, ...]) -> Cell:
+        return Cell("+".join(on), on, 2 - len(diverged), 2, 0, diverged, (), None, None, 0, None)
+
+    names = ("a", "b", "c")
+    both = [cell(("a",), ()), cell(("b",), ()), cell(("a", "b"), ("x",))]
+    found = item_cause("x", both, names)
+    assert found.smallest == (("a", "b"),) and found.established and found.untried == ()
+    # without (b) alone, {a, b} is only an upper bound, and (b) is what would settle it
+    partial = item_cause("x", [both[0], both[2]], names)
+    assert not partial.established and partial.untried == (("b",),)
+    # a divergence under (a) that (a, b) does not show is reported, not hidden
+    masked = item_cause("x", [cell(("a",), ("x",)), cell(("a", "b"), ())], names)
+    assert masked.smallest == (("a",),) and masked.masked == ("a+b",)
+
+
+def test_attribution_agrees_with_each_factor_run_alone(tmp_path: Path) -> None:
+    """The design's attribution, against each factor run alone in an experiment of its own."""
+    exp = load_experiment(write(tmp_path, HEAD.format(design="") + FACTORS), output=tmp_path / "design")
+    outcome = run_experiment(exp, progress=False)
+    assert outcome.errors == 0 and len(outcome.ran) == 9
+    summary: dict[str, Any] = json.loads((tmp_path / "design" / "summary.json").read_text())
+    [att] = summary["attribution"]
+    assert att["control_deterministic"] is True and att["missing"] == []
+    cells = {c["label"]: c for c in att["cells"]}
+    alone = "".join(
+        f'\n[[configurations]]\nlabel = "only-{n}"\nknobs = {{ threads = 1, {k} }}\n'
+        for n, k in (
+            ("flash_attn", "flash_attn = true"),
+            ("prompt_lookup", "prompt_lookup = 10"),
+            ("kv_q8", 'kv_cache_type = "q8_0"'),
+        )
+    )
+    separate = load_experiment(
+        write(tmp_path, HEAD.format(design="") + alone, "alone.toml"), output=tmp_path / "alone"
+    )
+    run_experiment(separate, progress=False)
+    runs = {
+        p.parent.name.split(".")[0]: read_run(p) for p in (tmp_path / "alone" / "runs").glob("*/*.r1.jsonl")
+    }
+    causes = {i["item_id"]: i for i in att["items"]}
+    for factor in ("flash_attn", "prompt_lookup", "kv_q8"):
+        own = compare_runs(runs["stock"], runs[f"only-{factor}"], "pair")
+        diverged = {d.item_id for d in own.divergences}
+        assert cells[f"+{factor}"]["identical"] == own.identical
+        # every item the attribution puts on this factor alone diverges when it runs alone,
+        # and every item it runs alone diverges on is attributed to it (alone or among others)
+        sole = {i for i, c in causes.items() if c["established"] and c["smallest"] == [[factor]]}
+        assert sole <= diverged
+        assert all(any(factor in s for s in causes[i]["smallest"]) for i in diverged)
+    assert causes, "nothing diverged: the study shows no attribution"
+    # every number of the section reads the same in summary.json, report.md and report.html
+    assert consistent(sorted((tmp_path / "design" / "runs").glob("*/*.jsonl")))["attribution"]
+    md = (tmp_path / "design" / "report.md").read_text()
+    page = (tmp_path / "design" / "report.html").read_text()
+    assert "## Which factor changes the output?" in md and 'id="factors"' in page
+    # the design's place is in every run header: the report renders from the records alone
+    header = read_run(next((tmp_path / "design" / "runs").glob("all.*/*.r1.jsonl"))).header
+    assert header.extra["experiment"]["factors"]["on"] == ["flash_attn", "prompt_lookup", "kv_q8"]
+
+
+def test_prefix_cache_factor_reuses_the_branching_suites_shared_history(tmp_path: Path) -> None:
+    text = """\
+model = "SmolLM2-135M-Instruct"
+control_repeats = 0
+[suites.branching]
+limit = 3
+max_tokens = 4
+[probes]
+enabled = false
+[[configurations]]
+label = "stock"
+knobs = { threads = 1 }
+[[factors]]
+name = "prefix_cache"
+knobs = { prefix_cache = true }
+"""
+    exp = load_experiment(write(tmp_path, text), output=tmp_path / "out")
+    assert [c.label for c in exp.configurations] == ["stock", "+prefix_cache"]
+    assert run_experiment(exp, progress=False).errors == 0
+    [att] = json.loads((tmp_path / "out" / "summary.json").read_text())["attribution"]
+    [cell] = att["cells"]
+    assert att["control_deterministic"] is None  # not repeated: the report says so
+    # after the first item, all of the shared history comes from the KV cache
+    assert cell["prompt_tokens"] > 3 * 300 and cell["cached_tokens"] > 2 * 300
+    stock = read_run(next((tmp_path / "out" / "runs").glob("stock.*/*.jsonl")))
+    assert {i.metadata["engine"]["cached_prompt_tokens"] for i in stock.items.values()} == {0}
+    assert "was not repeated" in (tmp_path / "out" / "report.md").read_text()
