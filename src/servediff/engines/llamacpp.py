@@ -8,7 +8,6 @@ we keep the token ids and, when asked, the logprobs of the very logits that chos
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 
 from servediff.engines import Closing, EngineError, OnDone, ProbeResult
 from servediff.engines.knobs import LlamaKnobs, default_model_path
+from servediff.hashing import file_sha256
 from servediff.types import Completion, Sample, SamplingParams, TokenLogprob
 
 
@@ -57,7 +57,7 @@ class LlamaCppEngine(Closing):
             eos_token=vocab.token_get_text(vocab.token_eos()),
             bos_token=vocab.token_get_text(vocab.token_bos()),
         )
-        self._model_sha = _file_sha256(self.model_path)
+        self._model_sha = file_sha256(self.model_path)
 
     def _load(self, seed: int) -> Any:
         k = self.knobs
@@ -219,11 +219,3 @@ class LlamaCppEngine(Closing):
 
     def close(self) -> None:
         self._llm.close() if hasattr(self._llm, "close") else None
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()

@@ -62,7 +62,6 @@ CONFIG_KEYS = [
 ]
 SWEEP_KEYS = ("concurrency", "repeats", "configuration", "suite")
 LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-PLACEHOLDERS = ("{port}", "{host}", "{model}", "{model_path}", "{python}")
 
 
 @dataclass(frozen=True, slots=True)
