@@ -104,6 +104,13 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
         default="unset",
         help="send chat_template_kwargs.enable_thinking (vLLM/SGLang reasoning models)",
     )
+    _add_llama_knobs(p)
+    _add_http(p)
+    _add_hf_knobs(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_llama_knobs(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("embedded llama.cpp")
     g.add_argument(
         "--config", default="stock", help="named knob set: stock, tuned, or one from --config-file"
@@ -128,6 +135,9 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
         default=None,
         help="keep the KV cache between requests",
     )
+
+
+def _add_http(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("http")
     g.add_argument("--base-url", help="server root, e.g. http://127.0.0.1:8000")
     g.add_argument("--model", help="model id to request (default: the first the server lists)")
@@ -145,8 +155,6 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
         default="OPENAI_API_KEY",
         help="environment variable holding the API key (the key is never recorded)",
     )
-    _add_hf_knobs(p)
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _add_hf_knobs(p: argparse.ArgumentParser) -> None:
@@ -307,7 +315,13 @@ def _add_demo(sub: argparse._SubParsersAction[Parser]) -> None:
     g.add_argument("--batch-size", type=count, default=0, help="the batched configuration (0: all prompts)")
     g.add_argument("--prompt-lookup", type=count, default=8, help="tokens drafted by prompt lookup")
     g.add_argument("--top-logprobs", type=count, default=5)
-    g.add_argument("--only", nargs="+", default=[], metavar="LABEL", help="run only these configurations")
+    g.add_argument(
+        "--only",
+        nargs="+",
+        default=[],
+        metavar="LABEL",
+        help="run only these configurations (and the bf16-b1 reference)",
+    )
 
 
 def _add_experiment(sub: argparse._SubParsersAction[Parser]) -> None:
