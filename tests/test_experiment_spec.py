@@ -7,8 +7,11 @@ from pathlib import Path
 import pytest
 
 from servediff.cli import main
+from servediff.engines.hf_knobs import HFKnobs
 from servediff.experiment import ExperimentError, load_experiment, plan_slots
+from servediff.experiment.builtin import HFStudyOptions, hf_experiment
 from servediff.experiment.lifecycle import Placeholders
+from servediff.experiment.listing import check
 
 GOOD = """\
 model = "m"
@@ -46,6 +49,19 @@ label = "embedded"
 config = "tuned"
 knobs = { n_batch = 8 }
 """
+HF = """\
+model = "m"
+pairs = "control"
+
+[[configurations]]
+label = "bf16"
+engine = "hf"
+
+[[configurations]]
+label = "lookup"
+engine = "hf"
+knobs = { prompt_lookup = 4, device = "cpu" }
+"""
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -82,6 +98,29 @@ def test_embedded_configurations(tmp_path: Path) -> None:
         load_experiment(write(tmp_path, mixed))
 
 
+def test_transformers_configurations(tmp_path: Path) -> None:
+    exp = load_experiment(write(tmp_path, HF))
+    bf16, lookup = exp.configurations
+    assert bf16.kind == lookup.kind == "embedded" and bf16.knobs is None and exp.pairs == "control"
+    assert bf16.hf == HFKnobs() and bf16.claims == ()
+    assert lookup.hf == HFKnobs(prompt_lookup=4, device="cpu") and lookup.claims == ("speculative_decoding",)
+
+
+def test_the_transformers_study_is_an_experiment(tmp_path: Path) -> None:
+    exp = hf_experiment(tmp_path / "o", HFStudyOptions(limit=3, device="cpu", only=("fp16-b1",)))
+    assert [c.label for c in exp.configurations] == ["bf16-b1", "fp16-b1"]  # the reference stays
+    assert exp.control == "bf16-b1" and exp.pairs == "control" and not exp.probes.enabled
+    assert all(c.hf is not None and c.hf.device == "cpu" for c in exp.configurations)
+    full = hf_experiment(tmp_path / "o", HFStudyOptions(limit=3, prompt_lookup=0))
+    assert [c.label for c in full.configurations] == ["bf16-b1", "bf16-batch3", "fp16-b1", "fp32-b1"]
+    lines, notes = check(full)
+    assert [ln.split("\t")[:3] for ln in lines][:2] == [
+        ["bf16-b1", "prompts", "#1"],
+        ["bf16-b1", "prompts", "#2"],
+    ]
+    assert len(lines) == 5 and notes == []
+
+
 def test_json_in_argv_survives_placeholder_substitution() -> None:
     values = Placeholders(model="m", model_path="/w.gguf", python="py")
     assert values.apply('{"method": "ngram", "k": "{port}"}', 8123) == '{"method": "ngram", "k": "8123"}'
@@ -112,6 +151,12 @@ def test_changing_one_configuration_changes_only_its_own_runs(tmp_path: Path) ->
         (GOOD.replace("[suites.prompts]", "[probes]\nk = 1\n[suites.prompts]"), 8, "between 2 and 20"),
         (GOOD.replace("[suites.prompts]", "[probes]\nreplay = 1\n[suites.prompts]"), 8, "wrong type"),
         (GOOD.replace("[suites.prompts]", "[probes]\nk_top = 5\n[suites.prompts]"), 8, "unknown key 'k_top'"),
+        (HF.replace("prompt_lookup = 4", "lookup = 4"), 11, "unknown hf knob 'lookup'"),
+        (HF.replace("prompt_lookup = 4", 'prompt_lookup = "4"'), 11, "wrong type"),
+        (HF.replace("prompt_lookup = 4", 'dtype = "int8"'), 11, "dtype must be one of"),
+        (HF.replace('engine = "hf"', 'engine = "hf"\nconfig = "stock"', 1), 7, "takes knobs only"),
+        (HF.replace('engine = "hf"', 'engine = "vllm"', 1), 6, "engine must be 'llamacpp' or 'hf'"),
+        (HF.replace('pairs = "control"', 'pairs = "some"'), 2, "pairs must be 'all' or 'control'"),
     ],
 )
 def test_mistakes_name_the_line(tmp_path: Path, text: str, line: int | None, message: str) -> None:

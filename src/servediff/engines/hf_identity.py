@@ -7,7 +7,6 @@ switches (which change float32 matrix products on NVIDIA GPUs).
 
 from __future__ import annotations
 
-import hashlib
 import platform
 import subprocess
 from importlib import metadata
@@ -15,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from servediff.hashing import files_sha256
 
 
 def torch_device(name: str) -> str:
@@ -87,9 +88,4 @@ def weights_sha256(path: Path) -> str:
         if path.is_file()
         else sorted(p for p in path.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf", ".json"))
     )
-    h = hashlib.sha256()
-    for f in files:
-        with f.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
+    return files_sha256(files)

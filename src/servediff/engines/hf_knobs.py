@@ -44,12 +44,5 @@ class HFKnobs:
         if (self.prompt_lookup or self.draft_model) and self.batch_size != 1:
             raise ValueError("assisted generation (prompt_lookup, draft_model) needs batch_size 1")
 
-    @property
-    def assisted(self) -> bool:
-        return bool(self.prompt_lookup or self.draft_model)
-
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-HF_KNOB_NAMES = tuple(f.name for f in dataclasses.fields(HFKnobs))

@@ -10,7 +10,6 @@ latency), and llama.cpp's own perf counters (prompt and decode time) are read af
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ import numpy as np
 
 from servediff.engines import Closing, EngineError, OnDone, ProbeResult
 from servediff.engines.knobs import LlamaKnobs, default_model_path
+from servediff.hashing import file_sha256
 from servediff.types import Completion, Sample, SamplingParams, TokenLogprob
 
 
@@ -59,7 +59,7 @@ class LlamaCppEngine(Closing):
             eos_token=vocab.token_get_text(vocab.token_eos()),
             bos_token=vocab.token_get_text(vocab.token_bos()),
         )
-        self._model_sha = _file_sha256(self.model_path)
+        self._model_sha = file_sha256(self.model_path)
 
     def _load(self, seed: int) -> Any:
         k = self.knobs
@@ -254,11 +254,3 @@ def _reused_prefix(cached: list[int], prompt: list[int]) -> int:
             break
         n += 1
     return n - 1 if n and n == len(prompt) else n
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()

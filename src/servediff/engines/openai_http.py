@@ -20,7 +20,7 @@ import json
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timezone
 from typing import Any, Protocol, TypeVar
@@ -59,9 +59,19 @@ class _RetryableError(Exception):
 class HTTPEngine:
     kind = "http"
 
-    def __init__(self, options: HTTPOptions, label: str = "") -> None:
+    def __init__(
+        self,
+        options: HTTPOptions,
+        label: str = "",
+        annotations: Mapping[str, Any] | None = None,
+        server_version: str | None = None,
+    ) -> None:
+        """``annotations`` are added to the identity (an experiment's launch command, profile,
+        claims); ``server_version`` is recorded when the server exposes none itself."""
         self.options = options
         self.label = label
+        self._annotations = dict(annotations or {})
+        self._known_version = server_version
         self.base_url = options.base_url.rstrip("/")
         if self.base_url.endswith("/v1"):
             self.base_url = self.base_url[: -len("/v1")]
@@ -116,10 +126,11 @@ class HTTPEngine:
             "label": self.label,
             "base_url": self.base_url,
             "model": self.model,
-            "server_version": self.server_version,
+            "server_version": self.server_version or self._known_version,
             # "stream" only when on: records made without it keep their identity (and resume).
             "options": {"timeout_s": o.timeout_s, "max_retries": o.max_retries}
             | ({"stream": True} if o.stream else {}),
+            **self._annotations,
         }
 
     # --- generation ----------------------------------------------------------------------

@@ -39,7 +39,6 @@ class EngineProfile:
     health_path: str
     version_paths: tuple[str, ...]
     metrics_path: str | None
-    launch_example: tuple[str, ...]
     flags: tuple[tuple[str, str], ...] = ()
     # Flags that switch a default-on feature off (vLLM enables prefix caching by default).
     default_on: tuple[tuple[str, str], ...] = ()
@@ -74,7 +73,6 @@ PROFILES: dict[str, EngineProfile] = {
         health_path="/health",
         version_paths=("/version",),
         metrics_path="/metrics",
-        launch_example=("vllm", "serve", "{model}", "--port", "{port}"),
         flags=(("--speculative-config", SPECULATIVE), ("--speculative_config", SPECULATIVE)),
         default_on=(("--no-enable-prefix-caching", PREFIX_CACHE),),
     ),
@@ -83,15 +81,6 @@ PROFILES: dict[str, EngineProfile] = {
         health_path="/health",
         version_paths=("/version", "/get_server_info", "/server_info"),
         metrics_path="/metrics",  # only with --enable-metrics
-        launch_example=(
-            "python",
-            "-m",
-            "sglang.launch_server",
-            "--model-path",
-            "{model}",
-            "--port",
-            "{port}",
-        ),
         flags=(("--speculative-algorithm", SPECULATIVE),),
         default_on=(("--disable-radix-cache", PREFIX_CACHE),),
     ),
@@ -101,7 +90,6 @@ PROFILES: dict[str, EngineProfile] = {
         health_path="/v1/models",
         version_paths=("/props",),
         metrics_path="/metrics",  # llama-server with --metrics; llama-cpp-python has none
-        launch_example=("{python}", "-m", "llama_cpp.server", "--model", "{model_path}", "--port", "{port}"),
         flags=(
             ("--draft_model", SPECULATIVE),
             ("--model-draft", SPECULATIVE),
@@ -116,7 +104,6 @@ PROFILES: dict[str, EngineProfile] = {
         health_path="/v1/models",
         version_paths=("/version",),
         metrics_path=None,
-        launch_example=(),
     ),
 }
 

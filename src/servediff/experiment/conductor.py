@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from servediff.compare.divergence import divergence_points
 from servediff.engines import Engine, Prober
+from servediff.engines.factory import EngineSpec, make_engine, make_prober
 from servediff.engines.openai_http import HTTPOptions
 from servediff.engines.profiles import PROFILES, Snapshot, flagged, verify_claims, vllm_snapshot
-from servediff.experiment.engine import ExperimentHTTPEngine
+from servediff.experiment.engine import engine_spec
 from servediff.experiment.factors import header as factor_header
 from servediff.experiment.lifecycle import Placeholders, RunningServer, get_text, launched
 from servediff.experiment.plan import Slot, ordered, plan_slots
@@ -105,22 +106,13 @@ class Session:
         self.base_url = server.base_url if server else config.base_url
 
     def engine(self, slot: Slot) -> Engine:
-        if self.config.knobs is not None:
-            from servediff.engines.llamacpp import LlamaCppEngine
-
-            # A fresh engine per run: a repeat must not inherit the previous run's KV state.
-            return LlamaCppEngine(self.config.knobs, model_path=self.exp.model_path, label=slot.label)
-        return self._http(slot)
+        return make_engine(self._spec(slot))
 
     def prober(self, slot: Slot, points: list[Any]) -> tuple[Prober, str | None]:
-        """An engine that answers probes as this configuration: (prober, identity, template source)."""
-        if self.config.knobs is not None:
-            from servediff.engines.llamacpp import LlamaCppEngine
-
-            # embedded: replays the prefix exactly as generation did
-            return LlamaCppEngine(self.config.knobs, model_path=self.exp.model_path, label=slot.label), None
-        from servediff.engines.template import TemplateProber
-
+        """An engine that answers probes as this configuration: (prober, template source)."""
+        if self.config.kind == "embedded":
+            # in-process: replays the prefix exactly as generation did
+            return make_prober(self._spec(slot)), None
         template = None
         if any(isinstance(item.input, list) for _, item, _ in points):
             template = chat_template(template_path(self.exp, self.config))
@@ -129,16 +121,14 @@ class Session:
             # llama.cpp servers reuse the previous request's KV cache, so a replayed prefix is
             # evaluated one token per step as in generation; elsewhere a one-pass estimate.
             replay = self.config.profile == "llamacpp"
-        return TemplateProber(
-            self._http(slot), template, replay=replay
-        ), template.source if template else None
+        return make_prober(self._spec(slot), template, replay), template.source if template else None
 
-    def _http(self, slot: Slot) -> ExperimentHTTPEngine:
-        if self.base_url is None:
-            raise ValueError(f"{slot.label}: no server to talk to")
-        options = HTTPOptions(base_url=self.base_url, model=self.exp.model, concurrency=slot.concurrency)
+    def _spec(self, slot: Slot) -> EngineSpec:
+        http = None
+        if self.base_url is not None:
+            http = HTTPOptions(base_url=self.base_url, model=self.exp.model, concurrency=slot.concurrency)
         version = self.server.version if self.server else None
-        return ExperimentHTTPEngine(options, slot.label, self.config, version)
+        return engine_spec(self.config, slot.label, self.exp.model_path, http, version)
 
     def snapshot(self) -> Snapshot | None:
         """The engine's counters now; None where the engine exports none servediff reads."""
@@ -172,7 +162,7 @@ class Session:
                 log=str(self.server.log.relative_to(self.exp.output)),
                 pid=self.server.pid,
             )
-        elif self.config.knobs is not None:
+        elif self.config.kind == "embedded":
             out["served"] = ["in-process"]
         return out
 
@@ -383,7 +373,7 @@ def check_probe_templates(
     hour into the runs. A template file that is named but missing is an error."""
     keep, notes = [], []
     for p in probes:
-        if p.config.knobs is not None or not any(s.messages for s in suites[p.suite.name].samples):
+        if p.config.kind == "embedded" or not any(s.messages for s in suites[p.suite.name].samples):
             keep.append(p)
             continue
         path = template_path(exp, p.config)

@@ -9,6 +9,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from servediff.compare.study import pairs_with
 from servediff.experiment.spec import Experiment
 from servediff.report import render
 from servediff.report.assembly import build
@@ -20,7 +21,10 @@ def write_report(exp: Experiment, paths: Sequence[Path], probes: Sequence[Path] 
     """The study over main and sweep runs and the probe records, rendered three ways."""
     if not paths:
         return None
-    report = build(*load([*paths, *probes], title=exp.title))
+    study, options = load([*paths, *probes], title=exp.title)
+    if exp.pairs == "control":
+        study = pairs_with(study, exp.control)
+    report = build(study, options)
     (exp.output / "report.md").write_text(render.markdown(report), encoding="utf-8")
     (exp.output / "report.html").write_text(render.html(report), encoding="utf-8")
     (exp.output / "summary.json").write_text(json.dumps(render.summary(report), indent=2), encoding="utf-8")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servediff.engines.hf_knobs import HFKnobs
 from servediff.engines.knobs import CONFIGS, LlamaKnobs, knobs_from_mapping
 from servediff.engines.profiles import CLAIMS, PROFILES, guess_profile
 from servediff.experiment.factors import Design, FactorError, applied, parse_design
@@ -45,6 +46,7 @@ TOP_KEYS = [
     "probes",
     "design",
     "factors",
+    "pairs",
 ]
 PROBE_KEYS = ("enabled", "k", "replay", "template")
 SAMPLING_KEYS = ("max_tokens", "seed", "top_logprobs", "thinking")
@@ -62,11 +64,11 @@ CONFIG_KEYS = [
     "claims",
     "knobs",
     "config",
+    "engine",
 ]
 SWEEP_KEYS = ("concurrency", "repeats", "configuration", "suite")
 # '+' for the labels a factor design makes ("+flash_attn"); it is safe in file names.
 LABEL = re.compile(r"^[A-Za-z0-9+][A-Za-z0-9._+-]*$")
-PLACEHOLDERS = ("{port}", "{host}", "{model}", "{model_path}", "{python}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +94,8 @@ class LaunchSpec:
 
 @dataclass(frozen=True, slots=True)
 class ConfigSpec:
-    """One configuration: exactly one of ``launch``, ``base_url`` or ``knobs`` is set."""
+    """One configuration: exactly one of ``launch``, ``base_url``, ``knobs`` (embedded llama.cpp)
+    or ``hf`` (in-process transformers) is set."""
 
     label: str
     profile: str
@@ -102,6 +105,7 @@ class ConfigSpec:
     base_url: str | None = None
     knobs: LlamaKnobs | None = None
     factors: tuple[str, ...] | None = None  # the factors it turns on, when part of a design
+    hf: HFKnobs | None = None
 
     @property
     def kind(self) -> str:
@@ -151,6 +155,7 @@ class Experiment:
     sweep: SweepSpec | None = None
     probes: ProbeSpec = ProbeSpec()
     design: Design | None = None  # factors and the combinations of them that run
+    pairs: str = "all"  # "control": compare each configuration with the control only
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def config(self, label: str) -> ConfigSpec:
@@ -223,6 +228,7 @@ def parse_experiment(raw: dict[str, Any], path: Path, text: str, output: Path | 
         sweep=_sweep(src, raw.get("sweep"), control, {c.label: c.kind for c in configs}, suites),
         probes=_probes(src, raw.get("probes", {}), base),
         design=design,
+        pairs=_pairs(src, raw.get("pairs", "all")),
         raw=raw,
     )
 
@@ -361,9 +367,8 @@ def _configuration(src: Source, table: Any, n: int, shared: dict[str, Any]) -> C
             f"configurations #{n + 1}: 'label' is required (letters, digits, '.', '_', '-'), got {label!r}",
             line("label"),
         )
-    kinds = [k for k in ("launch", "base_url") if k in table] + (
-        ["knobs/config"] if "knobs" in table or "config" in table else []
-    )
+    embedded = any(k in table for k in ("knobs", "config", "engine"))
+    kinds = [k for k in ("launch", "base_url") if k in table] + (["knobs/config"] if embedded else [])
     if len(kinds) != 1:
         raise src.error(
             f"configuration {label!r}: give exactly one of launch, base_url, or knobs/config (embedded); "
@@ -374,14 +379,16 @@ def _configuration(src: Source, table: Any, n: int, shared: dict[str, Any]) -> C
         if key in table:
             typed(src, table[key], str, key, line(key))
     launch = _launch(src, table, label, line) if "launch" in table else None
-    knobs = _knobs(src, table, label, line) if kinds == ["knobs/config"] else None
+    engine = _engine(src, table, label, line) if embedded else None
+    knobs = _knobs(src, table, label, line) if engine == "llamacpp" else None
+    hf = _hf_knobs(src, table, label, line) if engine == "hf" else None
     default = guess_profile(launch.argv) if launch else "generic" if "base_url" in table else "embedded"
     profile = table.get("profile") or default
     if profile not in PROFILES and profile != "embedded":
         raise src.error(f"unknown profile {profile!r}; known: {sorted(PROFILES)}", line("profile"))
     claims = table.get("claims")
     if claims is None:
-        claims = _implied_claims(profile, launch, knobs)
+        claims = _implied_claims(profile, launch, knobs or hf)
     if not isinstance(claims, list) or not all(isinstance(c, str) for c in claims):
         raise src.error(f"configuration {label!r}: claims must be a list of names", line("claims"))
     bad = [c for c in claims if c not in CLAIMS]
@@ -396,15 +403,18 @@ def _configuration(src: Source, table: Any, n: int, shared: dict[str, Any]) -> C
         launch=launch,
         base_url=table.get("base_url"),
         knobs=knobs,
+        hf=hf,
     )
 
 
-def _implied_claims(profile: str, launch: LaunchSpec | None, knobs: LlamaKnobs | None) -> list[str]:
+def _implied_claims(profile: str, launch: LaunchSpec | None, knobs: LlamaKnobs | HFKnobs | None) -> list[str]:
     """What a configuration turns on, read from its launch flags or its embedded knobs."""
     if launch is not None:
         return list(PROFILES.get(profile, PROFILES["generic"]).claims_from_argv(launch.argv))
     if knobs is None:
         return []
+    if isinstance(knobs, HFKnobs):
+        return ["speculative_decoding"] if knobs.prompt_lookup or knobs.draft_model else []
     return [
         claim
         for claim, on in (
@@ -458,6 +468,44 @@ def _knobs(src: Source, table: dict[str, Any], label: str, line: Any) -> LlamaKn
         return knobs_from_mapping(values, f"configuration {label!r}")
     except ValueError as exc:
         raise src.error(str(exc), line("knobs")) from exc
+
+
+def _engine(src: Source, table: dict[str, Any], label: str, line: Any) -> str:
+    engine = table.get("engine", "llamacpp")
+    if engine not in ("llamacpp", "hf"):
+        raise src.error(
+            f"configuration {label!r}: engine must be 'llamacpp' or 'hf' (in-process), got {engine!r}",
+            line("engine"),
+        )
+    if engine == "hf" and "config" in table:
+        raise src.error(
+            f"configuration {label!r}: config names a llama.cpp knob set; hf takes knobs only", line("config")
+        )
+    return str(engine)
+
+
+def _hf_knobs(src: Source, table: dict[str, Any], label: str, line: Any) -> HFKnobs:
+    knobs = table.get("knobs", {})
+    if not isinstance(knobs, dict):
+        raise src.error(f"configuration {label!r}: knobs must be a table", line("knobs"))
+    known = [f.name for f in dataclasses.fields(HFKnobs)]
+    unknown = [k for k in knobs if k not in known]
+    if unknown:
+        raise src.error(
+            f"configuration {label!r}: unknown hf knob {unknown[0]!r}; known: {known}", line("knobs")
+        )
+    for key, value in knobs.items():
+        typed(src, value, int if key in ("batch_size", "prompt_lookup") else str, key, line("knobs"))
+    try:
+        return HFKnobs(**knobs)
+    except (TypeError, ValueError) as exc:  # TypeError: a value of the wrong type
+        raise src.error(f"configuration {label!r}: {exc}", line("knobs")) from exc
+
+
+def _pairs(src: Source, value: Any) -> str:
+    if value not in ("all", "control"):
+        raise src.error(f"pairs must be 'all' or 'control', got {value!r}", src.line("pairs"))
+    return str(value)
 
 
 def _sweep(

@@ -11,7 +11,6 @@ text; the renderers do nothing else.
 from __future__ import annotations
 
 import json
-import math
 import re
 import statistics
 from collections import Counter
@@ -423,7 +422,3 @@ def matrices(study: Study, minimum: int = 3) -> tuple[Matrix, ...]:
         cells = tuple(tuple(share.get((a, b), share.get((b, a))) for b in labels) for a in labels)
         out.append(Matrix(suite, labels, cells))
     return tuple(out)
-
-
-def finite(x: float | None) -> float | None:
-    return None if x is None or math.isnan(x) else x

@@ -51,14 +51,6 @@ def content_sha256(samples: Sequence[Sample]) -> str:
     return h.hexdigest()
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 # A JSON \uD800-\uDFFF escape: only these can make a lone surrogate, which UTF-8 cannot encode.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 

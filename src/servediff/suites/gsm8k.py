@@ -25,7 +25,8 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from servediff.suites.base import Score, Suite, file_sha256, jsonl_rows
+from servediff.hashing import file_sha256
+from servediff.suites.base import Score, Suite, jsonl_rows
 from servediff.types import Sample
 
 VERSION = "1"

@@ -31,7 +31,8 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from servediff.suites.base import Score, Suite, file_sha256, jsonl_rows
+from servediff.hashing import file_sha256
+from servediff.suites.base import Score, Suite, jsonl_rows
 from servediff.types import Sample
 
 VERSION = "1"

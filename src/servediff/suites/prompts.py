@@ -15,7 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from servediff.suites.base import Suite, content_sha256, file_sha256, json_lines
+from servediff.hashing import file_sha256
+from servediff.suites.base import Suite, content_sha256, json_lines
 from servediff.types import Sample
 
 VERSION = "1"

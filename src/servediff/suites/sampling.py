@@ -26,14 +26,6 @@ def random_n(suite: Suite, n: int, seed: int) -> Suite:
     return _with(suite, tuple(suite.samples[i] for i in keep), f"random {n}, seed {seed}")
 
 
-def stratified_n(suite: Suite, n: int, seed: int, key: str) -> Suite:
-    """n items, allocated to strata (e.g. MMLU subjects) in proportion to their size."""
-    if n >= len(suite.samples):
-        return suite
-    keep = stratified_indices([str(s.metadata.get(key)) for s in suite.samples], n, seed)
-    return _with(suite, tuple(suite.samples[i] for i in keep), stratified_how(key, n, seed))
-
-
 def stratified_indices(keys: Sequence[str], n: int, seed: int) -> list[int]:
     """The positions of n items stratified by ``keys``, in source order.
 
