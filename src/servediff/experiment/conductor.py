@@ -339,6 +339,7 @@ def run_experiment(exp: Experiment, progress: bool = True) -> Outcome:
     suites = load_suites(exp)
     slots = plan_slots(exp)
     probes, notes = check_probe_templates(exp, plan_probes(exp, slots), suites)
+    notes = [*exp.notes, *notes]
     outcome = Outcome(notes=notes)
     for note in notes:
         _say(f"note: {note}")

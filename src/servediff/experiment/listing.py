@@ -15,8 +15,8 @@ from servediff.experiment.spec import Experiment
 
 
 def check(exp: Experiment) -> tuple[list[str], list[str]]:
-    """(lines, notes): one tab-separated line per run and per probe record; notes on probes
-    left out."""
+    """(lines, notes): one tab-separated line per run and per probe record; notes on what is
+    left out (combinations that cannot run, probes without a template)."""
     suites = load_suites(exp)
     slots = plan_slots(exp)
     probes, notes = check_probe_templates(exp, plan_probes(exp, slots), suites)
@@ -28,4 +28,4 @@ def check(exp: Experiment) -> tuple[list[str], list[str]]:
     for probe in probes:
         state = "exists" if probe.path.is_file() else "after the runs, where they diverge"
         lines.append(f"probe\t{probe.name}\t{state}\t{probe.path}")
-    return lines, notes
+    return lines, [*exp.notes, *notes]

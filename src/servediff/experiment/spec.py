@@ -156,6 +156,7 @@ class Experiment:
     probes: ProbeSpec = ProbeSpec()
     design: Design | None = None  # factors and the combinations of them that run
     pairs: str = "all"  # "control": compare each configuration with the control only
+    notes: tuple[str, ...] = ()  # said before anything runs, e.g. combinations the engine cannot run
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def config(self, label: str) -> ConfigSpec:
@@ -204,8 +205,9 @@ def parse_experiment(raw: dict[str, Any], path: Path, text: str, output: Path | 
     if not isinstance(control, str) or control not in labels:
         raise src.error(f"control {control!r} is not a configuration label ({labels})", src.line("control"))
     design = parse_design(src, raw, control)
+    notes: tuple[str, ...] = ()
     if design is not None:
-        configs = _expand(src, design, raw, configs, shared_of(model, model_path, sampling))
+        configs, notes = _expand(src, design, raw, configs, shared_of(model, model_path, sampling))
     repeats = integer(src, raw.get("control_repeats", 1), "control_repeats", src.line("control_repeats"), 0)
     concurrency = integer(src, raw.get("concurrency", 1), "concurrency", src.line("concurrency"), 1)
     title = typed(
@@ -229,6 +231,7 @@ def parse_experiment(raw: dict[str, Any], path: Path, text: str, output: Path | 
         probes=_probes(src, raw.get("probes", {}), base),
         design=design,
         pairs=_pairs(src, raw.get("pairs", "all")),
+        notes=notes,
         raw=raw,
     )
 
@@ -331,18 +334,30 @@ def shared_of(model: str, model_path: Path | None, sampling: SamplingParams) -> 
 
 def _expand(
     src: Source, design: Design, raw: dict[str, Any], configs: tuple[ConfigSpec, ...], shared: dict[str, Any]
-) -> tuple[ConfigSpec, ...]:
+) -> tuple[tuple[ConfigSpec, ...], tuple[str, ...]]:
     """The control, then every combination of factors the design runs, then the other
-    configurations of the file: each combination is the control's table with its factors applied."""
+    configurations of the file: each combination is the control's table with its factors applied.
+
+    A combination of several factors, each valid alone, that the engine rejects together
+    (transformers' assisted generation needs batch size 1) cannot exist: it is left out, and the
+    returned note says so before anything runs; the report lists it as a combination with no
+    record. A single factor the engine rejects is a mistake in the file, and an error."""
     n = next(i for i, c in enumerate(configs) if c.label == design.control)
     where = f"the control {design.control!r}"
-    made = []
+    made: list[ConfigSpec] = []
+    notes: list[str] = []
     for on in design.combinations():
         try:
             table = applied(design, raw["configurations"][n], on, where)
         except FactorError as exc:
             raise src.error(str(exc), src.line("name", "factors", design.names.index(exc.factor))) from None
-        made.append(dataclasses.replace(_configuration(src, table, n, shared), factors=on))
+        try:
+            made.append(dataclasses.replace(_configuration(src, table, n, shared), factors=on))
+        except ExperimentError as exc:
+            if len(on) < 2:
+                raise
+            reason = str(exc).split(": ", 2)[-1]
+            notes.append(f"factors {' + '.join(on)} cannot run together, left out: {reason}")
     taken = {c.label for c in configs}
     clash = next((c.label for c in made if c.label in taken), None)
     if clash is not None:
@@ -351,7 +366,7 @@ def _expand(
             src.line("label", "configurations", [c.label for c in configs].index(clash)),
         )
     control = dataclasses.replace(configs[n], factors=())
-    return (control, *made, *(c for c in configs if c.label != design.control))
+    return (control, *made, *(c for c in configs if c.label != design.control)), tuple(notes)
 
 
 def _configuration(src: Source, table: Any, n: int, shared: dict[str, Any]) -> ConfigSpec:
