@@ -194,9 +194,9 @@ def _add_compare(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument(
         "--margin",
         type=fraction,
-        default=0.01,
         help="scored suites: non-inferiority margin on accuracy, and the difference the sample "
-        "sizes are computed for (default 0.01 = 1 pp)",
+        "sizes are computed for (default: report only, at 1 pp). Given, it is a check: exit 1 "
+        "unless every pair is non-inferior and every control deterministic",
     )
     p.set_defaults(func=cmd_compare)
 
@@ -356,6 +356,83 @@ def _add_configs(sub: argparse._SubParsersAction[Parser]) -> None:
     p.set_defaults(func=cmd_configs)
 
 
+def _add_gate(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser(
+        "gate",
+        help="CI gate: is the candidate non-inferior to the control? (sequential, exit 0/1/2)",
+        description="Runs a scored suite in a seeded random order on the control (A) and the "
+        "candidate (B), batch by batch, and stops as soon as an anytime-valid confidence sequence "
+        "on accuracy(B) - accuracy(A) lies above -margin (pass, exit 0) or below it (fail, exit "
+        "1), or at --max-items (inconclusive, exit 1). Exit 1 also when the control does not "
+        "reproduce itself; 2 on usage or engine errors. Re-running resumes from the records.",
+    )
+    for side in ("a", "b"):
+        p.add_argument(f"--config-{side}", help=f"embedded knob set of {side.upper()} (default stock)")
+        p.add_argument(f"--base-url-{side}", help=f"OpenAI-compatible server of {side.upper()}")
+        p.add_argument(f"--label-{side}", help="name in records and reports")
+    p.add_argument("--config-file", type=Path, help="TOML with [configs.NAME] knob tables")
+    p.add_argument("--model-path", type=Path, help="GGUF for embedded sides (default: SmolLM2)")
+    p.add_argument("--suite", default="gsm8k", help="a scored suite: gsm8k or mmlu")
+    p.add_argument("--data", type=Path, help="the suite's data file instead of its default source")
+    p.add_argument("--margin", type=fraction, default=0.02, help="non-inferiority margin (default 0.02)")
+    p.add_argument("--alpha", type=fraction, default=0.025, help="each error rate (default 0.025)")
+    p.add_argument("--max-items", type=positive_int, help="item budget (default: the whole suite)")
+    p.add_argument("--batch", type=positive_int, default=10, help="items per look (default 10)")
+    p.add_argument("--seed", type=count, default=0, help="seed of the item order")
+    p.add_argument("--max-tokens", type=positive_int, help="default: the suite's own, else 300")
+    p.add_argument("--max-tokens-b", type=positive_int, help="B's own max tokens (a capped candidate)")
+    p.add_argument("--determinism-items", type=positive_int, default=5, help="control repeat size")
+    p.add_argument("--no-determinism-check", action="store_true")
+    p.add_argument("--out", type=output_folder, default=Path("gate-runs"), help="folder for records")
+    p.add_argument("--md", type=output_file, help="write the Markdown gate report here")
+    p.add_argument("--junit", type=output_file, help="write JUnit XML here (one case per check)")
+    p.add_argument("--json", action="store_true", help="print the JSON summary instead of Markdown")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_gate)
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from servediff import gate
+    from servediff.report import junit, render
+    from servediff.suites import SuiteOptions, load_suite
+    from servediff.types import SamplingParams
+
+    suite = load_suite(args.suite, SuiteOptions(path=args.data))
+    sampling = SamplingParams(max_tokens=args.max_tokens or suite.max_tokens or 300)
+    labels = [args.label_a or args.config_a or "control", args.label_b or args.config_b or "candidate"]
+    if labels[0] == labels[1]:
+        raise UsageError(f"both sides are labelled {labels[0]!r}: give --label-a/--label-b")
+    src = gate.SideSource(sampling, args.config_file, args.model_path)
+    src_b = dataclasses.replace(src, sampling=dataclasses.replace(sampling, max_tokens=args.max_tokens_b))
+    a = gate.build_side(labels[0], args.config_a, args.base_url_a, src)
+    b = gate.build_side(labels[1], args.config_b, args.base_url_b, src_b if args.max_tokens_b else src)
+    opts = gate.GateOptions(
+        args.out,
+        args.margin,
+        args.alpha,
+        args.max_items,
+        args.batch,
+        args.seed,
+        0 if args.no_determinism_check else args.determinism_items,
+        not args.no_progress,
+    )
+    try:
+        g = gate.run_gate(a, b, suite, opts)
+    finally:
+        a.engine.close()
+        b.engine.close()
+    md = render.gate_markdown(g)
+    if args.md:
+        args.md.write_text(md, encoding="utf-8")
+    if args.junit:
+        junit.write(g, args.junit)
+    print(json.dumps(render.gate_summary(g), indent=2) if args.json else md)
+    print(f"gate: {g.verdict.upper()} (control {g.determinism.status}); exit {g.exit_code}", file=sys.stderr)
+    return g.exit_code
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="servediff",
@@ -378,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_import,
         _add_export,
         _add_configs,
+        _add_gate,
     ):
         add(sub)
     return parser
@@ -483,8 +561,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from servediff.report.assembly import build
     from servediff.report.options import load
 
+    margin = 0.01 if args.margin is None else args.margin
     study, options = load(
-        args.runs, force=args.force, title=args.title, near_tie=args.near_tie, margin=args.margin
+        args.runs, force=args.force, title=args.title, near_tie=args.near_tie, margin=margin
     )
     # The records stay alive to the end: moving them out of the cyclic GC's view keeps its
     # full collections from re-scanning 100,000s of items while the report model allocates.
@@ -495,7 +574,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.md.parent.mkdir(parents=True, exist_ok=True)
         args.md.write_text(md, encoding="utf-8")
     print(json.dumps(render.summary(report), indent=2) if args.json else md)
-    return 0
+    if args.margin is None:
+        return 0
+    from servediff.gate import compare_verdicts
+
+    for line in compare_verdicts(report):
+        print(f"check failed: {line}", file=sys.stderr)
+    return 1 if compare_verdicts(report) else 0
 
 
 def cmd_probe(args: argparse.Namespace) -> int:

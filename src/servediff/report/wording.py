@@ -12,6 +12,7 @@ from __future__ import annotations
 from servediff.compare.mechanism import Precision
 from servediff.compare.quality import PairQuality
 from servediff.report import fmt
+from servediff.report.gate_model import GateReport
 from servediff.report.model import Claim, Comparison
 
 STATUS_NOTE = {
@@ -170,4 +171,26 @@ def sweep_intro() -> str:
     return (
         "The same configuration, the same prompts at temperature 0, repeated at each concurrency: how many "
         "distinct completions does each prompt get across the repeats?"
+    )
+
+
+# --- gate (servediff gate) ---
+
+
+def gate_verdict(g: GateReport) -> str:
+    m = fmt.pp(g.margin)
+    return {
+        "pass": f"the confidence sequence lies above −{m} pp: the candidate is not worse by more "
+        "than the margin.",
+        "fail": f"the confidence sequence lies below −{m} pp: the candidate is worse by more than "
+        "the margin.",
+        "inconclusive": f"the item budget ran out while the sequence still contained −{m} pp.",
+    }[g.verdict]
+
+
+def gate_method() -> str:
+    return (
+        "Bounds on Δ = accuracy(B) − accuracy(A) that hold at every number of items at once "
+        "(diversified-Kelly betting confidence sequence, Waudby-Smith and Ramdas 2023), so the gate "
+        "may look after every batch and stop early without raising its error rate."
     )
