@@ -56,8 +56,11 @@ def records(
 
 def _compare(paths: list[Path], capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, Any]:
     capsys.readouterr()
-    assert main(["compare", *map(str, paths), "--json", *extra]) == 0
+    code = main(["compare", *map(str, paths), "--json", *extra])
     summary: dict[str, Any] = json.loads(capsys.readouterr().out)
+    # An explicit --margin is a check: exit 0 only when every pair is non-inferior (#17).
+    verdicts = [p["verdict"] for p in (summary["quality"] or {}).get("pairs", []) if p["kind"] == "pair"]
+    assert code == (1 if "--margin" in extra and set(verdicts) != {"non-inferior"} else 0)
     return summary
 
 

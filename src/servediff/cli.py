@@ -106,8 +106,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from servediff.report.assembly import build
     from servediff.report.options import load
 
+    margin = 0.01 if args.margin is None else args.margin  # the report's margin when none is asked
     study, options = load(
-        args.runs, force=args.force, title=args.title, near_tie=args.near_tie, margin=args.margin
+        args.runs, force=args.force, title=args.title, near_tie=args.near_tie, margin=margin
     )
     require_comparison(study)
     # The records stay alive to the end: moving them out of the cyclic GC's view keeps its
@@ -119,7 +120,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.md.parent.mkdir(parents=True, exist_ok=True)
         args.md.write_text(md, encoding="utf-8")
     print(json.dumps(render.summary(report), indent=2) if args.json else md)
-    return 0
+    if args.margin is None:
+        return 0
+    from servediff.gate import compare_verdicts
+
+    failed = compare_verdicts(report)
+    for line in failed:
+        print(f"check failed: {line}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -296,6 +304,21 @@ def _finish_experiment(outcome: Outcome, t0: float | None = None, summary: bool 
     return 1 if outcome.flags else 0
 
 
+def cmd_gate(args: argparse.Namespace) -> int:
+    from servediff import gate
+    from servediff.report import junit, render
+
+    g = gate.run_from_args(args)
+    md = render.gate_markdown(g)
+    if args.md:
+        args.md.write_text(md, encoding="utf-8")
+    if args.junit:
+        junit.write(g, args.junit)
+    print(json.dumps(render.gate_summary(g), indent=2) if args.json else md)
+    print(f"gate: {g.verdict.upper()} (control {g.determinism.status}); exit {g.exit_code}", file=sys.stderr)
+    return g.exit_code
+
+
 def cmd_configs(args: argparse.Namespace) -> int:
     from servediff.engines.knobs import CONFIGS, load_config_file
 
@@ -336,6 +359,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "import": cmd_import,
     "export": cmd_export,
     "configs": cmd_configs,
+    "gate": cmd_gate,
 }
 
 

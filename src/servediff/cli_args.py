@@ -188,9 +188,9 @@ def _add_compare(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument(
         "--margin",
         type=fraction,
-        default=0.01,
         help="scored suites: non-inferiority margin on accuracy, and the difference the sample "
-        "sizes are computed for (default 0.01 = 1 pp)",
+        "sizes are computed for (default: report only, at 1 pp). Given, it is a check: exit 1 "
+        "unless every pair is non-inferior and every control deterministic",
     )
 
 
@@ -387,6 +387,40 @@ def _add_stats(sub: argparse._SubParsersAction[Parser]) -> None:
         k.add_argument("--json", action="store_true", help="print JSON")
 
 
+def _add_gate(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser(
+        "gate",
+        help="CI gate: is the candidate non-inferior to the control? (sequential, exit 0/1/2)",
+        description="Runs a scored suite in a seeded random order on the control (A) and the "
+        "candidate (B), batch by batch, and stops as soon as an anytime-valid confidence sequence "
+        "on accuracy(B) - accuracy(A) lies above -margin (pass, exit 0) or below it (fail, exit "
+        "1), or at --max-items (inconclusive, exit 1). Exit 1 also when the control does not "
+        "reproduce itself; 2 on usage or engine errors. Re-running resumes from the records.",
+    )
+    for side in ("a", "b"):
+        p.add_argument(f"--config-{side}", help=f"embedded knob set of {side.upper()} (default stock)")
+        p.add_argument(f"--base-url-{side}", help=f"OpenAI-compatible server of {side.upper()}")
+        p.add_argument(f"--label-{side}", help="name in records and reports")
+    p.add_argument("--config-file", type=Path, help="TOML with [configs.NAME] knob tables")
+    p.add_argument("--model-path", type=Path, help="GGUF for embedded sides (default: SmolLM2)")
+    p.add_argument("--suite", default="gsm8k", help="a scored suite: gsm8k or mmlu")
+    p.add_argument("--data", type=Path, help="the suite's data file instead of its default source")
+    p.add_argument("--margin", type=fraction, default=0.02, help="non-inferiority margin (default 0.02)")
+    p.add_argument("--alpha", type=fraction, default=0.025, help="each error rate (default 0.025)")
+    p.add_argument("--max-items", type=positive_int, help="item budget (default: the whole suite)")
+    p.add_argument("--batch", type=positive_int, default=10, help="items per look (default 10)")
+    p.add_argument("--seed", type=count, default=0, help="seed of the item order")
+    p.add_argument("--max-tokens", type=positive_int, help="default: the suite's own, else 300")
+    p.add_argument("--max-tokens-b", type=positive_int, help="B's own max tokens (a capped candidate)")
+    p.add_argument("--determinism-items", type=positive_int, default=5, help="control repeat size")
+    p.add_argument("--no-determinism-check", action="store_true")
+    p.add_argument("--out", type=output_folder, default=Path("gate-runs"), help="folder for records")
+    p.add_argument("--md", type=output_file, help="write the Markdown gate report here")
+    p.add_argument("--junit", type=output_file, help="write JUnit XML here (one case per check)")
+    p.add_argument("--json", action="store_true", help="print the JSON summary instead of Markdown")
+    p.add_argument("--no-progress", action="store_true")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="servediff",
@@ -409,6 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_import,
         _add_export,
         _add_configs,
+        _add_gate,
     ):
         add(sub)
     return parser

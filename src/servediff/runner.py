@@ -101,10 +101,18 @@ def pending_ids(path: Path, header: Header) -> set[str] | None:
     return previous.done_ids()
 
 
-def execute(plan: RunPlan, engine: Engine, progress: bool = True) -> RunResult:
+def execute(
+    plan: RunPlan, engine: Engine, progress: bool = True, only: frozenset[str] | None = None
+) -> RunResult:
+    """Run the plan's items not finished yet. ``only`` restricts this call to those ids (the gate
+    runs its suite batch by batch into one record; the header still names the whole suite)."""
     header = plan_header(plan, engine)
     finished = pending_ids(plan.out, header)
-    todo = [s for s in plan.suite.samples if finished is None or s.id not in finished]
+    todo = [
+        s
+        for s in plan.suite.samples
+        if (finished is None or s.id not in finished) and (only is None or s.id in only)
+    ]
     skipped = len(plan.suite.samples) - len(todo)
     plan.out.parent.mkdir(parents=True, exist_ok=True)
     by_id = {s.id: s for s in todo}

@@ -24,6 +24,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from servediff.report import figures, fmt, mdtext, wording
+from servediff.report.gate_model import GateReport
 from servediff.report.model import Report
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
@@ -150,4 +151,18 @@ def _plain(x: Any) -> Any:
 def summary(report: Report) -> dict[str, Any]:
     """summary.json and ``compare --json``: the model itself, with its schema version."""
     out: dict[str, Any] = {"record": "servediff-summary", **_plain(report)}
+    return out
+
+
+# --- gate (servediff gate): its own small model, rendered by the same environment ---
+
+
+def gate_markdown(g: GateReport) -> str:
+    text = _markdown_env().get_template("gate.md.j2").render(g=g)
+    return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
+
+
+def gate_summary(g: GateReport) -> dict[str, Any]:
+    """``gate --json``: the gate model itself, with the exit code it implies."""
+    out: dict[str, Any] = {"record": "servediff-gate", "schema_version": 1, **_plain(g)}
     return out

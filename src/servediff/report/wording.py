@@ -15,6 +15,7 @@ from servediff.compare.mechanism import Precision
 from servediff.compare.quality import PairQuality
 from servediff.compare.speed import Interval
 from servediff.report import fmt
+from servediff.report.gate_model import GateReport
 from servediff.report.model import (
     AttributionView,
     Claim,
@@ -298,3 +299,25 @@ def factor_sentence(f: FactorRow) -> str:
     if f.sole:
         parts.append(f"it alone is established to cause {len(f.sole)} item(s): {', '.join(f.sole)}")
     return f"{f.factor}: " + ("; ".join(parts) if parts else "not run alone or removed") + "."
+
+
+# --- gate (servediff gate) ---
+
+
+def gate_verdict(g: GateReport) -> str:
+    m = fmt.pp(g.margin)
+    return {
+        "pass": f"the confidence sequence lies above −{m} pp: the candidate is not worse by more "
+        "than the margin.",
+        "fail": f"the confidence sequence lies below −{m} pp: the candidate is worse by more than "
+        "the margin.",
+        "inconclusive": f"the item budget ran out while the sequence still contained −{m} pp.",
+    }[g.verdict]
+
+
+def gate_method() -> str:
+    return (
+        "Bounds on Δ = accuracy(B) − accuracy(A) that hold at every number of items at once "
+        "(diversified-Kelly betting confidence sequence, Waudby-Smith and Ramdas 2023), so the gate "
+        "may look after every batch and stop early without raising its error rate."
+    )

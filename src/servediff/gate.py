@@ -1,0 +1,230 @@
+"""A quality gate for CI: is the candidate configuration non-inferior to the control?
+
+    servediff gate --config-a stock --config-b tuned --suite gsm8k --margin 0.02 --junit gate.xml
+
+Items run in one seeded random order on both configurations (paired), batch by batch, into the
+ordinary run records (so a re-run resumes and nothing is lost). After every batch the
+anytime-valid confidence sequence of ``compare.sequential`` is updated, and the gate stops as
+soon as it lies above −margin (pass) or below it (fail), or at the item budget (inconclusive).
+Because the sequence is valid at every n, stopping early costs no error rate. Errored items are
+recorded errors: they are left out of the sequence and counted, never scored as wrong. The
+control is first run twice on a few items: a greedy control that does not reproduce itself
+makes every comparison meaningless.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from servediff.compare import sequential
+from servediff.compare.sequential import Tally
+from servediff.engines import Engine
+from servediff.record import Run, read_run
+from servediff.report.gate_model import Checkpoint, Determinism, GateReport
+from servediff.report.model import Report
+from servediff.runner import RunPlan, execute
+from servediff.suites import Suite
+from servediff.types import SamplingParams
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One configuration: its label, engine and sampling (the same prompts go to both sides)."""
+
+    label: str
+    engine: Engine
+    sampling: SamplingParams
+
+
+@dataclass(frozen=True, slots=True)
+class GateOptions:
+    out: Path  # folder for the run records
+    margin: float = 0.02
+    alpha: float = 0.025  # each error (false pass, false fail) at most this, whenever it stops
+    max_items: int | None = None  # None: the whole suite
+    batch: int = 10  # items per look
+    seed: int = 0  # the item order
+    determinism_items: int = 5  # 0: no determinism check
+    progress: bool = False
+
+
+def gate_order(suite: Suite, seed: int, max_items: int | None) -> Suite:
+    """The suite's items in a seeded random order, cut to ``max_items``: both sides, every re-run
+    and every resume see the same sequence."""
+    order = np.random.default_rng(seed).permutation(len(suite.samples))
+    keep = tuple(suite.samples[i] for i in order[: max_items or len(order)])
+    return dataclasses.replace(suite, samples=keep, source=f"{suite.source} (gate order, seed {seed})")
+
+
+def tally(a: Run, b: Run, ids: list[str]) -> tuple[Tally, int]:
+    """Paired outcomes over ``ids``, and how many were left out because either side errored
+    (or has no score): an engine failure is not a wrong answer."""
+    c = lose = same = errors = 0
+    for item_id in ids:
+        ia, ib = a.items.get(item_id), b.items.get(item_id)
+        if ia is None or ib is None or ia.error or ib.error or ia.correct is None or ib.correct is None:
+            errors += 1
+        elif ib.correct and not ia.correct:
+            c += 1
+        elif ia.correct and not ib.correct:
+            lose += 1
+        else:
+            same += 1
+    return Tally(c=c, b=lose, z=same), errors
+
+
+def checkpoint(t: Tally, alpha: float) -> Checkpoint:
+    return Checkpoint(
+        n=t.n,
+        c=t.c,
+        b=t.b,
+        delta=t.delta,
+        low=sequential.bound(t, alpha, +1),
+        high=sequential.bound(t, alpha, -1),
+    )
+
+
+def _plan(side: Side, suite: Suite, out: Path, repeat: int = 1) -> RunPlan:
+    return RunPlan(suite, side.label, out, side.sampling, repeat=repeat)
+
+
+def check_determinism(a: Side, suite: Suite, first: Path, opts: GateOptions) -> Determinism:
+    """Run the control again on the first ``determinism_items`` items and compare the texts."""
+    k = min(opts.determinism_items, len(suite.samples))
+    if k == 0:
+        return Determinism("skipped", 0, 0, 0)
+    head = dataclasses.replace(suite, samples=suite.samples[:k])
+    again = opts.out / f"{a.label}.{suite.name}.repeat2.jsonl"
+    execute(_plan(a, head, again, repeat=2), a.engine, progress=opts.progress)
+    r1, r2 = read_run(first), read_run(again)
+    compared = identical = errors = 0
+    for s in head.samples:
+        i1, i2 = r1.items.get(s.id), r2.items.get(s.id)
+        if i1 is None or i2 is None or i1.error or i2.error:
+            errors += 1
+            continue
+        compared += 1
+        identical += i1.sha256 == i2.sha256
+    status = "no items compared" if compared == 0 else "deterministic"
+    if identical < compared:
+        status = "NOT deterministic"
+    return Determinism(status, compared, identical, errors)
+
+
+def run_gate(a: Side, b: Side, suite: Suite, opts: GateOptions) -> GateReport:
+    """Run the gate to its verdict; see the module docstring."""
+    if a.label == b.label:
+        raise ValueError(f"the control and the candidate need different labels (both {a.label!r})")
+    if suite.scorer is None:
+        raise ValueError(f"suite {suite.name!r} is not scored: the gate needs right/wrong answers")
+    ordered = gate_order(suite, opts.seed, opts.max_items)
+    ids = [s.id for s in ordered.samples]
+    paths = {s.label: opts.out / f"{s.label}.{suite.name}.jsonl" for s in (a, b)}
+    determinism: Determinism | None = None
+    points: list[Checkpoint] = []
+    t, errors, verdict, end = Tally(0, 0, 0), 0, None, 0
+    while verdict is None and end < len(ids):
+        batch = ids[end : end + opts.batch]
+        end += len(batch)
+        for side in (a, b):
+            plan = _plan(side, ordered, paths[side.label])
+            execute(plan, side.engine, progress=opts.progress, only=frozenset(batch))
+        if determinism is None:
+            determinism = check_determinism(a, ordered, paths[a.label], opts)
+        t, errors = tally(read_run(paths[a.label]), read_run(paths[b.label]), ids[:end])
+        points.append(checkpoint(t, opts.alpha))
+        verdict = sequential.decide(t, opts.margin, opts.alpha)
+    return GateReport(
+        suite=suite.name,
+        a=a.label,
+        b=b.label,
+        margin=opts.margin,
+        alpha=opts.alpha,
+        max_items=len(ids),
+        verdict=verdict or "inconclusive",
+        tally=t,
+        errors=errors,
+        looked_at=end,
+        checkpoints=tuple(points),
+        determinism=determinism or Determinism("skipped", 0, 0, 0),
+        records=tuple(str(p) for p in paths.values()),
+    )
+
+
+def build_side(label: str, config: str | None, base_url: str | None, shared: SideSource) -> Side:
+    """A side from the command line: an embedded knob set by name, or an HTTP server, built by
+    the one engine factory the CLI and experiments use."""
+    from servediff.engines.factory import EngineSpec, make_engine
+    from servediff.engines.knobs import resolve_config
+    from servediff.engines.openai_http import HTTPOptions
+
+    if base_url:
+        spec = EngineSpec(label, http=HTTPOptions(base_url=base_url))
+    else:
+        spec = EngineSpec(
+            label, llama=resolve_config(config or "stock", shared.config_file), model_path=shared.model_path
+        )
+    return Side(label, make_engine(spec), shared.sampling)
+
+
+@dataclass(frozen=True, slots=True)
+class SideSource:
+    """What both sides of a command-line gate share."""
+
+    sampling: SamplingParams
+    config_file: Path | None = None
+    model_path: Path | None = None
+
+
+def run_from_args(args: Any) -> GateReport:
+    """``servediff gate``: both sides from the flags, the suite in its seeded order, the gate run
+    (or resumed from its records); the engines are closed however it ends."""
+    from servediff.suites import SuiteOptions, load_suite
+
+    suite = load_suite(args.suite, SuiteOptions(path=args.data))
+    sampling = SamplingParams(max_tokens=args.max_tokens or suite.max_tokens or 300)
+    labels = [args.label_a or args.config_a or "control", args.label_b or args.config_b or "candidate"]
+    if labels[0] == labels[1]:
+        raise ValueError(f"both sides are labelled {labels[0]!r}: give --label-a/--label-b")
+    src = SideSource(sampling, args.config_file, args.model_path)
+    capped = dataclasses.replace(src, sampling=dataclasses.replace(sampling, max_tokens=args.max_tokens_b))
+    determinism = 0 if args.no_determinism_check else args.determinism_items
+    opts = GateOptions(
+        args.out,
+        args.margin,
+        args.alpha,
+        args.max_items,
+        args.batch,
+        args.seed,
+        determinism,
+        not args.no_progress,
+    )
+    a = build_side(labels[0], args.config_a, args.base_url_a, src)
+    try:
+        b = build_side(labels[1], args.config_b, args.base_url_b, capped if args.max_tokens_b else src)
+    except BaseException:
+        a.engine.close()
+        raise
+    try:
+        return run_gate(a, b, suite, opts)
+    finally:
+        a.engine.close()
+        b.engine.close()
+
+
+def compare_verdicts(report: Report) -> list[str]:
+    """``compare --margin``'s checks, as lines naming what failed (none: exit 0): every control
+    deterministic, every scored pair non-inferior at the margin (fixed-n Newcombe)."""
+    bad = [
+        f"control {c.a} ({c.suite}): {c.verdict}" for c in report.controls if c.verdict == "NOT deterministic"
+    ]
+    pairs = [q for q in (report.quality.pairs if report.quality else ()) if q.kind == "pair"]
+    if not pairs:
+        bad.append("no pair of scored runs to judge at the margin")
+    bad += [f"{q.b} vs {q.a} ({q.suite}): {q.verdict}" for q in pairs if q.verdict != "non-inferior"]
+    return bad
