@@ -186,11 +186,11 @@ def run_from_args(args: Any) -> GateReport:
     (or resumed from its records); the engines are closed however it ends."""
     from servediff.suites import SuiteOptions, load_suite
 
+    labels = [args.label_a or args.config_a or "control", args.label_b or args.config_b or "candidate"]
+    if labels[0] == labels[1]:  # checked first: it needs no data and no engine
+        raise ValueError(f"both sides are labelled {labels[0]!r}: give --label-a/--label-b")
     suite = load_suite(args.suite, SuiteOptions(path=args.data))
     sampling = SamplingParams(max_tokens=args.max_tokens or suite.max_tokens or 300)
-    labels = [args.label_a or args.config_a or "control", args.label_b or args.config_b or "candidate"]
-    if labels[0] == labels[1]:
-        raise ValueError(f"both sides are labelled {labels[0]!r}: give --label-a/--label-b")
     src = SideSource(sampling, args.config_file, args.model_path)
     capped = dataclasses.replace(src, sampling=dataclasses.replace(sampling, max_tokens=args.max_tokens_b))
     determinism = 0 if args.no_determinism_check else args.determinism_items
