@@ -132,9 +132,12 @@ def launched(config: ConfigSpec, log: Path, model: str, values: Placeholders) ->
             )
         except OSError as exc:
             raise LaunchError(f"{label}: cannot start {argv[0]!r}: {exc.strerror or exc}") from exc
-        _banner(sink, proc.pid, argv)
-        pump = LogPump(proc, sink, [*argv_secrets(argv), *env_secrets(spec.env)])
+        pump: LogPump | None = None
+        # Everything after the start is inside the try: a Ctrl-C that lands between the start
+        # and the first health check (the banner is what a watcher sees first) still stops it.
         try:
+            _banner(sink, proc.pid, argv)
+            pump = LogPump(proc, sink, [*argv_secrets(argv), *env_secrets(spec.env)])
             base_url = f"http://{HOST}:{port}"
             _wait_healthy(proc, _health_url(spec.health, base_url), spec.start_timeout_s, log, label, pump)
             served = _check_model(base_url, model, log, label)
@@ -143,7 +146,8 @@ def launched(config: ConfigSpec, log: Path, model: str, values: Placeholders) ->
             yield RunningServer(base_url, port, proc.pid, argv, log, served, version, time.monotonic() - t0)
         finally:
             stop(proc, spec.stop_timeout_s)
-            pump.drain(spec.stop_timeout_s)
+            if pump is not None:
+                pump.drain(spec.stop_timeout_s)
             _wait_port_free(port, spec.stop_timeout_s)
 
 
