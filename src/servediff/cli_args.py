@@ -88,6 +88,13 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
     )
     g.add_argument("--limit", type=positive_int, help="only this many items (a deterministic subset)")
     g.add_argument("--subsample-seed", type=count, default=0, help="seed for --limit subsampling")
+    g.add_argument(
+        "--score",
+        metavar="CORPUS",
+        help="score fixed sequences instead of generating (teacher forcing; embedded llama.cpp): "
+        "a run record (its completions, on-policy), gsm8k (solutions from --data), or a .txt/.jsonl "
+        "file of texts; records the top-k (--top-logprobs, default 20) at every position",
+    )
     g = p.add_argument_group("sampling")
     g.add_argument("--max-tokens", type=positive_int, help="default 300 (or the suite's own default)")
     g.add_argument("--seed", type=count, default=42)

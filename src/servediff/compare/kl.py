@@ -147,8 +147,8 @@ def divergence_exact(
 def divergence_topk(
     top_a: Sequence[Mapping[int, float]],
     top_b: Sequence[Mapping[int, float]],
-    logp_a: Sequence[float],
-    logp_b: Sequence[float],
+    logp_a: Sequence[float] | np.ndarray,
+    logp_b: Sequence[float] | np.ndarray,
 ) -> SequenceDivergence:
     """One sequence from per-position top-k maps (best first) and next-token logprobs."""
     if not len(top_a) == len(top_b) == len(logp_a) == len(logp_b):
