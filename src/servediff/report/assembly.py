@@ -31,7 +31,7 @@ from servediff.compare.stats import wilson
 from servediff.compare.study import Configuration, PairResult, Study
 from servediff.record import Item, Run
 from servediff.redaction import redact_argv
-from servediff.report import attribution_view, experiment_view, speed_view
+from servediff.report import attribution_view, experiment_view, kl_view, speed_view
 from servediff.report.model import (
     SCHEMA_VERSION,
     Changed,
@@ -84,8 +84,9 @@ def build(study: Study, options: ReportOptions) -> Report:
         suites=tuple(suite_method(study, s) for s in study.suites),
         method_notes=method_notes(study),
         tool=tool(study.configurations[0].runs[0]),
-        controls=tuple(comparison(p, options) for p in study.controls),
-        pairs=tuple(comparison(p, options) for p in study.pairs),
+        # Scoring runs hold the same fixed text on both sides: their place is the KL section.
+        controls=tuple(comparison(p, options) for p in study.controls if not kl_view.is_scoring_pair(p)),
+        pairs=tuple(comparison(p, options) for p in study.pairs if not kl_view.is_scoring_pair(p)),
         quality=quality_,
         matrices=matrices(study),
         claims=claims,
@@ -95,6 +96,7 @@ def build(study: Study, options: ReportOptions) -> Report:
         verdicts=speed_view.verdicts(study, options.warmup, quality_, claims),
         warmup=options.warmup,
         attribution=attribution_view.attribution(study, options.margin),
+        kl=kl_view.rows(study),
     )
 
 
