@@ -123,7 +123,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     margin = 0.01 if args.margin is None else args.margin  # the report's margin when none is asked
     study, options = load(
-        args.runs, force=args.force, title=args.title, near_tie=args.near_tie, margin=margin
+        args.runs,
+        force=args.force,
+        title=args.title,
+        near_tie=args.near_tie,
+        margin=margin,
+        checkpoints=args.checkpoints,
     )
     require_comparison(study)
     # The records stay alive to the end: moving them out of the cyclic GC's view keeps its
@@ -176,7 +181,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     # The same study and model compare builds: runs, probe records beside them, the two thresholds.
     report = build(
-        *load(args.runs, force=args.force, title=args.title, near_tie=args.near_tie, margin=args.margin)
+        *load(
+            args.runs,
+            force=args.force,
+            title=args.title,
+            near_tie=args.near_tie,
+            margin=args.margin,
+            checkpoints=args.checkpoints,
+        )
     )
     if not (args.html or args.md):
         print(render.markdown(report))

@@ -10,6 +10,7 @@ latency), and llama.cpp's own perf counters (prompt and decode time) are read af
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -64,6 +65,7 @@ class LlamaCppEngine(Closing):
             bos_token=vocab.token_get_text(vocab.token_bos()),
         )
         self._model_sha = file_sha256(self.model_path)
+        self._vocab_sha = vocab_sha256(self._llm)
 
     def _load(self, seed: int) -> Any:
         k = self.knobs
@@ -101,6 +103,8 @@ class LlamaCppEngine(Closing):
             "label": self.label,
             "model": self.model_path.name,
             "model_sha256": self._model_sha,
+            # Two weight files of one model compare only when their tokenizers are the same.
+            "vocab_sha256": self._vocab_sha,
             "server_version": f"llama-cpp-python {self._llama_cpp.__version__}",
             "knobs": self.knobs.as_dict(),
             # A scoring run is a different run from a generation run of the same knobs.
@@ -320,6 +324,20 @@ class LlamaCppEngine(Closing):
 
     def close(self) -> None:
         self._llm.close() if hasattr(self._llm, "close") else None
+
+
+def vocab_sha256(llm: Any) -> str:
+    """SHA-256 of the vocabulary: every token's text and attributes, in id order, and the BOS and
+    EOS ids. A requantised GGUF keeps its tokenizer, so it keeps this hash."""
+    import llama_cpp
+
+    vocab = llm._model.vocab
+    h = hashlib.sha256()
+    for i in range(llm.n_vocab()):
+        h.update(llama_cpp.llama_vocab_get_text(vocab, i) or b"")
+        h.update(b"\0%d\n" % llama_cpp.llama_vocab_get_attr(vocab, i))
+    h.update(b"bos %d eos %d" % (llm.token_bos(), llm.token_eos()))
+    return h.hexdigest()
 
 
 def _reused_prefix(cached: list[int], prompt: list[int]) -> int:
