@@ -190,6 +190,7 @@ def test_scoring_runs_read_the_same_everywhere(tmp_path: Path) -> None:
     assert pair["kl_mean"]["low"] > 0 and pair["positions"] == floor["positions"] > 0
     # scoring pairs are the KL section's, not identity rows of the fixed text
     assert not summary["controls"] and not summary["pairs"]
+    assert summary["uncontrolled"] is False  # the KL control row is a control: no "No control" note
 
 
 @pytest.fixture(scope="module")

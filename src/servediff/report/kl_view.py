@@ -21,6 +21,16 @@ def is_scoring_pair(p: PairResult) -> bool:
     return is_scoring(p.a_run) and is_scoring(p.b_run)
 
 
+def without_scoring_pairs(study: Study) -> Study:
+    """The study less its scoring controls and pairs (the configurations stay: Method, Speed)."""
+    return Study(
+        study.configurations,
+        tuple(p for p in study.controls if not is_scoring_pair(p)),
+        tuple(p for p in study.pairs if not is_scoring_pair(p)),
+        study.warnings,
+    )
+
+
 def rows(study: Study) -> tuple[KlRow, ...]:
     """A/A rows first (the noise floor), then the pairs, in the study's order."""
     return tuple(row(p) for p in (*study.controls, *study.pairs) if is_scoring_pair(p))

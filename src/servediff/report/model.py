@@ -408,6 +408,11 @@ class Report:
         return (*self.controls, *self.pairs)
 
     @property
+    def uncontrolled(self) -> bool:
+        """No configuration was run twice: neither an identity control nor a KL noise floor."""
+        return not self.controls and not any(k.kind == "control" for k in self.kl)
+
+    @property
     def errors_left_out(self) -> int:
         return sum(c.errors for c in self.comparisons)
 
