@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from servediff.hashing import file_sha256
-from servediff.record import read_run
+from servediff.record import HEADER_START, read_run
 from servediff.suites.base import Suite, jsonl_rows
 from servediff.suites.sampling import first_n, random_n
 from servediff.textfile import utf8_lines
@@ -55,7 +55,7 @@ def scoring_suite(corpus: str, data: Path | None = None, limit: int | None = Non
 
 def _is_record(path: Path) -> bool:
     with path.open("rb") as f:
-        return f.read(len(b'{"record":"servediff-run"')) == b'{"record":"servediff-run"'
+        return f.read(len(HEADER_START)) == HEADER_START
 
 
 def on_policy(path: Path) -> Suite:
