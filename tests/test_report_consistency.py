@@ -105,7 +105,21 @@ def speed_phrases(summary: dict[str, Any]) -> list[str]:
         if v["reference"] and x:
             way = wording.direction(Interval(**x))
             out.append(f"{v['label']} vs {v['reference']}: {fmt.speedup(x['value'])} ({way})")
-    return out + attribution_phrases(summary)
+    return out + attribution_phrases(summary) + kl_phrases(summary)
+
+
+def kl_phrases(summary: dict[str, Any]) -> list[str]:
+    """The teacher-forced divergence table: one row per pair of scoring runs."""
+    out: list[str] = []
+    for k in summary.get("kl", []):
+        pct = " / ".join(fmt.kld(v) for _, v in k["kl_percentiles"])
+        out.append(
+            f"{k['suite']} {k['a']} {k['b']} {k['kind']} {k['checkpoint_a']} / {k['checkpoint_b']} "
+            f"{k['top_k']} {k['sequences']} ({fmt.count(k['positions'])}) {_iv(k['kl_mean'], fmt.kld)} "
+            f"{fmt.kld(k['kl_max'])} {pct} {_iv(k['same_top1'], fmt.pp)} {fmt.pp(k['predicted_flip_rate'])} "
+            f"{_iv(k['dp_mean'], fmt.kld)} {fmt.kld(k['dp_rms'])} {_iv(k['ln_ppl_ratio'], fmt.kld)}"
+        )
+    return out
 
 
 def attribution_phrases(summary: dict[str, Any]) -> list[str]:
@@ -153,6 +167,30 @@ def test_constructed_study_reads_the_same_everywhere(tmp_path: Path) -> None:
     assert summary["schema_version"] == 1 and summary["record"] == "servediff-summary"
     assert summary["quality"]["pairs"]  # the quality phrases were checked, not skipped
     assert summary["speed"] and summary["verdicts"]
+
+
+def test_scoring_runs_read_the_same_everywhere(tmp_path: Path) -> None:
+    """Scoring runs (control, its repeat, a KV q8_0 candidate) on the embedded engine: the KL
+    table's numbers agree in all three renderings, the A/A row is exactly 0."""
+    from servediff.cli import main
+
+    data = Path(__file__).parent / "data" / "gsm8k" / "test.jsonl"
+    paths = []
+    for label, repeat, kv in (("stock", 1, "f16"), ("stock", 2, "f16"), ("kv-q8", 1, "q8_0")):
+        out = tmp_path / f"{label}-{repeat}.jsonl"
+        argv = ["run", "--score", "gsm8k", "--data", str(data), "--limit", "3", "--threads", "1"]
+        argv += ["--kv-cache-type", kv, "--label", label, "--repeat", str(repeat), "--out", str(out)]
+        assert main([*argv, "--no-progress"]) == 0
+        paths.append(out)
+    summary = check(paths)
+    rows = {(k["a"], k["b"], k["kind"]): k for k in summary["kl"]}
+    assert set(rows) == {("stock", "stock", "control"), ("stock", "kv-q8", "pair")}
+    floor, pair = rows[("stock", "stock", "control")], rows[("stock", "kv-q8", "pair")]
+    assert floor["kl_mean"] == {"value": 0.0, "low": 0.0, "high": 0.0} and floor["same_top1"]["value"] == 1
+    assert pair["kl_mean"]["low"] > 0 and pair["positions"] == floor["positions"] > 0
+    # scoring pairs are the KL section's, not identity rows of the fixed text
+    assert not summary["controls"] and not summary["pairs"]
+    assert summary["uncontrolled"] is False  # the KL control row is a control: no "No control" note
 
 
 @pytest.fixture(scope="module")

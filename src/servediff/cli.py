@@ -14,6 +14,7 @@ should not pay for scipy, nor ``compare`` for llama.cpp.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import sys
@@ -73,15 +74,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     from servediff.suites import SuiteOptions, load_suite
     from servediff.types import SamplingParams
 
-    suite = load_suite(args.suite, SuiteOptions(limit=args.limit, seed=args.subsample_seed, path=args.data))
+    if args.score:
+        from servediff.scoring import scoring_suite
+
+        suite = scoring_suite(args.score, args.data, args.limit, args.subsample_seed)
+        args.top_logprobs = args.top_logprobs or 20
+    else:
+        suite = load_suite(
+            args.suite, SuiteOptions(limit=args.limit, seed=args.subsample_seed, path=args.data)
+        )
     thinking = {"off": False, "on": True, "unset": None}[args.thinking]
     max_tokens = args.max_tokens or suite.max_tokens or 300
     sampling = SamplingParams(
         seed=args.seed, max_tokens=max_tokens, top_logprobs=args.top_logprobs, enable_thinking=thinking
     )
     spec, concurrency = _engine_spec(args)
+    extra = None
+    if args.score:
+        spec = dataclasses.replace(spec, scoring=True)
+        extra = {"mode": "score", "top_k": args.top_logprobs, "corpus": suite.source}
     engine = make_engine(spec)
-    plan = RunPlan(suite, spec.label, args.out, sampling, repeat=args.repeat, concurrency=concurrency)
+    plan = RunPlan(
+        suite, spec.label, args.out, sampling, repeat=args.repeat, concurrency=concurrency, extra=extra
+    )
     try:
         result = execute(plan, engine, progress=not args.no_progress)
     finally:
@@ -108,7 +123,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     margin = 0.01 if args.margin is None else args.margin  # the report's margin when none is asked
     study, options = load(
-        args.runs, force=args.force, title=args.title, near_tie=args.near_tie, margin=margin
+        args.runs,
+        force=args.force,
+        title=args.title,
+        near_tie=args.near_tie,
+        margin=margin,
+        checkpoints=args.checkpoints,
     )
     require_comparison(study)
     # The records stay alive to the end: moving them out of the cyclic GC's view keeps its
@@ -161,7 +181,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     # The same study and model compare builds: runs, probe records beside them, the two thresholds.
     report = build(
-        *load(args.runs, force=args.force, title=args.title, near_tie=args.near_tie, margin=args.margin)
+        *load(
+            args.runs,
+            force=args.force,
+            title=args.title,
+            near_tie=args.near_tie,
+            margin=args.margin,
+            checkpoints=args.checkpoints,
+        )
     )
     if not (args.html or args.md):
         print(render.markdown(report))

@@ -88,6 +88,13 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
     )
     g.add_argument("--limit", type=positive_int, help="only this many items (a deterministic subset)")
     g.add_argument("--subsample-seed", type=count, default=0, help="seed for --limit subsampling")
+    g.add_argument(
+        "--score",
+        metavar="CORPUS",
+        help="score fixed sequences instead of generating (teacher forcing; embedded llama.cpp): "
+        "a run record (its completions, on-policy), gsm8k (solutions from --data), or a .txt/.jsonl "
+        "file of texts; records the top-k (--top-logprobs, default 20) at every position",
+    )
     g = p.add_argument_group("sampling")
     g.add_argument("--max-tokens", type=positive_int, help="default 300 (or the suite's own default)")
     g.add_argument("--seed", type=count, default=42)
@@ -178,6 +185,12 @@ def _add_compare(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--md", type=output_file, help="also write the Markdown report here")
     p.add_argument("--json", action="store_true", help="print the machine-readable summary instead")
     p.add_argument("--force", action="store_true", help="compare even if prompts/sampling/model differ")
+    p.add_argument(
+        "--checkpoints",
+        action="store_true",
+        help="different weight files of one model are a declared dimension (e.g. Q4_1 vs Q8_0): "
+        "compare them when their tokenizers match (vocabulary hash) instead of refusing",
+    )
     p.add_argument("--title", default="servediff report")
     p.add_argument(
         "--near-tie",
@@ -235,6 +248,12 @@ def _add_report(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--html", type=output_file, help="write the HTML report here")
     p.add_argument("--md", type=output_file, help="write the Markdown report here")
     p.add_argument("--force", action="store_true", help="compare even if prompts/sampling/model differ")
+    p.add_argument(
+        "--checkpoints",
+        action="store_true",
+        help="different weight files of one model are a declared dimension (e.g. Q4_1 vs Q8_0): "
+        "compare them when their tokenizers match (vocabulary hash) instead of refusing",
+    )
     p.add_argument("--title", default="servediff report")
     p.add_argument("--margin", type=fraction, default=0.01, help="non-inferiority margin (as compare)")
     p.add_argument(

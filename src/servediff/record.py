@@ -133,7 +133,11 @@ class Item(_Model):
 
 def _stable_engine(engine: dict[str, Any]) -> dict[str, Any]:
     # A server's version string or a fresh port must not invalidate a finished run.
-    return {k: v for k, v in engine.items() if k not in ("server_version", "base_url", "verification")}
+    return {
+        k: v
+        for k, v in engine.items()
+        if k not in ("server_version", "base_url", "verification", "vocab_sha256")
+    }
 
 
 def sha256_text(text: str) -> str:

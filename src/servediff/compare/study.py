@@ -113,8 +113,12 @@ def _model_key(run: Run) -> str:
     return PurePath(str(engine.get("model") or "")).name
 
 
-def problems(runs: Sequence[Run]) -> list[str]:
-    """Why these runs are not comparable (same suite must mean same prompts, sampling, model)."""
+def problems(runs: Sequence[Run], checkpoints: bool = False) -> list[str]:
+    """Why these runs are not comparable (same suite must mean same prompts, sampling, model).
+
+    ``checkpoints``: the comparison declares different weight files of one model (Q4_1 against
+    Q8_0) as a dimension; then the tokenizers must match (vocabulary hash) instead of the model.
+    """
     out: list[str] = []
     by_suite: dict[str, list[Run]] = {}
     for r in runs:
@@ -127,12 +131,23 @@ def problems(runs: Sequence[Run]) -> list[str]:
                 out.append(f"{where}: the prompts differ (suite content hash)")
             if r.header.sampling != ref.header.sampling:
                 out.append(f"{where}: sampling differs ({r.header.sampling} vs {ref.header.sampling})")
-            if _model_key(r) != _model_key(ref):
+            if _model_key(r) != _model_key(ref) and checkpoints:
+                out += _tokenizer_problem(where, r, ref)
+            elif _model_key(r) != _model_key(ref):
                 out.append(
                     f"{where}: model differs ({r.header.engine.get('model')} vs "
                     f"{ref.header.engine.get('model')})"
                 )
     return out
+
+
+def _tokenizer_problem(where: str, r: Run, ref: Run) -> list[str]:
+    va, vb = r.header.engine.get("vocab_sha256"), ref.header.engine.get("vocab_sha256")
+    if va is None or vb is None:
+        return [f"{where}: checkpoints differ and a run records no vocabulary hash to check the tokenizer"]
+    if va != vb:
+        return [f"{where}: checkpoints differ and so do their tokenizers (vocabulary hash)"]
+    return []
 
 
 def _identity(path: Path) -> tuple[int, int] | str:
@@ -178,7 +193,7 @@ def repeat_collisions(runs: Sequence[Run]) -> list[str]:
     return out
 
 
-def build_study(runs: Sequence[Run], force: bool = False) -> Study:
+def build_study(runs: Sequence[Run], force: bool = False, checkpoints: bool = False) -> Study:
     if not runs:
         raise CompareError("no runs to compare")
     twice = given_twice(runs)
@@ -188,7 +203,7 @@ def build_study(runs: Sequence[Run], force: bool = False) -> Study:
             "refusing to compare a run with itself: " + "; ".join(twice) + " (a control needs two "
             "separate runs of one configuration: servediff run --repeat 2)"
         )
-    found = problems(runs) + repeat_collisions(runs)
+    found = problems(runs, checkpoints) + repeat_collisions(runs)
     if found and not force:
         raise CompareError("refusing to compare:\n  " + "\n  ".join(found) + "\n(--force compares anyway)")
     configs = group(runs)

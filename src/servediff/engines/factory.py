@@ -46,6 +46,8 @@ class EngineSpec:
     # Added to an HTTP engine's identity (an experiment's launch command, profile, claims).
     annotations: Mapping[str, Any] = field(default_factory=dict)
     server_version: str | None = None  # recorded when the server itself exposes none
+    # Teacher-forced scoring instead of generation (embedded llama.cpp only, so far).
+    scoring: bool = False
 
     @property
     def kind(self) -> str:
@@ -58,6 +60,12 @@ class EngineSpec:
 
 def make_engine(spec: EngineSpec) -> Engine:
     """A fresh engine: a repeat must not inherit the previous run's KV state."""
+    if spec.scoring and spec.llama is None:
+        from servediff.engines import EngineError
+
+        raise EngineError(
+            f"{spec.label}: scoring runs need the embedded llama.cpp engine (--engine llamacpp)"
+        )
     return _http(spec) if spec.http is not None else _in_process(spec)
 
 
@@ -76,7 +84,7 @@ def _in_process(spec: EngineSpec) -> LlamaCppEngine | HFEngine:
     if spec.llama is not None:
         from servediff.engines.llamacpp import LlamaCppEngine
 
-        return LlamaCppEngine(spec.llama, model_path=spec.model_path, label=spec.label)
+        return LlamaCppEngine(spec.llama, model_path=spec.model_path, label=spec.label, scoring=spec.scoring)
     from servediff.engines.hf import HFEngine
 
     assert spec.hf is not None

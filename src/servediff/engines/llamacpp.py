@@ -10,6 +10,7 @@ latency), and llama.cpp's own perf counters (prompt and decode time) are read af
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -38,12 +39,16 @@ class LlamaCppEngine(Closing):
 
     kind = "llamacpp"
 
-    def __init__(self, knobs: LlamaKnobs, model_path: Path | None = None, label: str = "") -> None:
+    def __init__(
+        self, knobs: LlamaKnobs, model_path: Path | None = None, label: str = "", scoring: bool = False
+    ) -> None:
         import llama_cpp
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         self.knobs = knobs
         self.label = label
+        # Scoring reads the logits of every position of a fixed sequence (teacher forcing).
+        self.scoring = scoring
         self.model_path = Path(model_path) if model_path else default_model_path()
         if not self.model_path.is_file():
             raise EngineError(f"model file not found: {self.model_path}")
@@ -60,6 +65,7 @@ class LlamaCppEngine(Closing):
             bos_token=vocab.token_get_text(vocab.token_bos()),
         )
         self._model_sha = file_sha256(self.model_path)
+        self._vocab_sha = vocab_sha256(self._llm)
 
     def _load(self, seed: int) -> Any:
         k = self.knobs
@@ -84,7 +90,7 @@ class LlamaCppEngine(Closing):
                 draft_model=draft,
                 # A draft model makes llama-cpp-python keep logits for every position, but it sizes
                 # that buffer from this argument: without it a prompt longer than n_batch overflows.
-                logits_all=draft is not None,
+                logits_all=draft is not None or self.scoring,
                 seed=seed,
                 verbose=False,
             )
@@ -97,8 +103,12 @@ class LlamaCppEngine(Closing):
             "label": self.label,
             "model": self.model_path.name,
             "model_sha256": self._model_sha,
+            # Two weight files of one model compare only when their tokenizers are the same.
+            "vocab_sha256": self._vocab_sha,
             "server_version": f"llama-cpp-python {self._llama_cpp.__version__}",
             "knobs": self.knobs.as_dict(),
+            # A scoring run is a different run from a generation run of the same knobs.
+            **({"mode": "score"} if self.scoring else {}),
         }
 
     def prompt_tokens(self, sample: Sample) -> list[int]:
@@ -112,6 +122,9 @@ class LlamaCppEngine(Closing):
         return tokens
 
     def generate(self, samples: Sequence[Sample], params: SamplingParams, on_done: OnDone) -> None:
+        if self.scoring:  # an engine built for scoring scores its items instead of generating
+            self.score(samples, params, on_done)
+            return
         self._llm.set_seed(params.seed)
         for sample in samples:
             t0 = time.perf_counter()
@@ -165,6 +178,74 @@ class LlamaCppEngine(Closing):
             token_source="engine",
             # how much of the prompt came from the KV cache: the prefix-cache factor's evidence
             engine_meta={"prompt_tokens": len(prompt), "cached_prompt_tokens": cached},
+        )
+
+    def score_tokens(self, sample: Sample) -> tuple[list[int], list[int]]:
+        """(context, continuation) of a scoring item: the continuation's tokens are scored.
+
+        An on-policy item carries the control's completion ids (``continuation_ids``) after its
+        rendered prompt; a text item is the text itself after the BOS token, every token scored.
+        """
+        ids = sample.metadata.get("continuation_ids")
+        if ids is not None:
+            return self.prompt_tokens(sample), [int(t) for t in ids]
+        text = (sample.prompt or "").encode("utf-8")
+        tokens: list[int] = self._llm.tokenize(text, add_bos=False, special=False)
+        return [self._llm.token_bos()], tokens
+
+    def score_matrix(self, context: Sequence[int], continuation: Sequence[int]) -> np.ndarray:
+        """Full-vocabulary log-softmax (continuation × vocabulary, float64) predicting each
+        continuation token from everything before it, in one teacher-forced pass."""
+        if not self.scoring:
+            raise EngineError("this llama.cpp engine was built without scoring (logits of every position)")
+        llm = self._llm
+        n_ctx, n = len(context), len(continuation)
+        if not n or n_ctx + n > llm.n_ctx():
+            raise ValueError(f"{n_ctx} context + {n} scored tokens: need 1 to n_ctx {llm.n_ctx()} in all")
+        llm.reset()
+        llm.eval(list(context) + list(continuation))
+        rows = np.asarray(llm.scores[n_ctx - 1 : n_ctx - 1 + n], dtype=np.float64)
+        llm.reset()
+        m = rows.max(axis=1, keepdims=True)
+        out: np.ndarray = rows - m - np.log(np.exp(rows - m).sum(axis=1, keepdims=True))
+        return out
+
+    def score(self, samples: Sequence[Sample], params: SamplingParams, on_done: OnDone) -> None:
+        """Teacher-forced scoring: at every continuation position the top-k (k =
+        ``params.top_logprobs``) and the logprob of the text's own next token; nothing generated."""
+        for sample in samples:
+            t0 = time.perf_counter()
+            try:
+                completion = self._scored(sample, max(params.top_logprobs, 1))
+            except Exception as exc:  # a failed item is recorded, the run goes on
+                completion = Completion(item_id=sample.id, error=f"{type(exc).__name__}: {exc}")
+            completion.latency_s = time.perf_counter() - t0
+            on_done(completion)
+
+    def _scored(self, sample: Sample, k: int) -> Completion:
+        context, continuation = self.score_tokens(sample)
+        logp = self.score_matrix(context, continuation)
+        pieces = [self._piece(t) for t in continuation]
+        lps: list[TokenLogprob] = []
+        top_ids: list[list[int]] = []
+        for row, token, piece in zip(logp, continuation, pieces):
+            idx = np.argpartition(-row, k - 1)[:k] if k < row.size else np.arange(row.size)
+            idx = idx[np.argsort(-row[idx], kind="stable")]
+            top = tuple((self._piece(int(i)), float(row[i])) for i in idx)
+            lps.append(TokenLogprob(piece, float(row[token]), top, token))
+            top_ids.append([int(i) for i in idx])
+        return Completion(
+            item_id=sample.id,
+            text=bytes(self._llm.detokenize(continuation)).decode("utf-8", errors="replace"),
+            finish_reason="scored",
+            n_tokens=len(continuation),
+            token_ids=list(continuation),
+            tokens=pieces,
+            logprobs=lps,
+            token_source="engine",
+            # Token ids of each position's top-k (the record's top lists hold their texts, and
+            # two ids can share a text): the divergence is computed over ids.
+            engine_meta={"context_tokens": len(context), "top_ids": top_ids},
         )
 
     def _perf(self) -> dict[str, Any]:
@@ -243,6 +324,20 @@ class LlamaCppEngine(Closing):
 
     def close(self) -> None:
         self._llm.close() if hasattr(self._llm, "close") else None
+
+
+def vocab_sha256(llm: Any) -> str:
+    """SHA-256 of the vocabulary: every token's text and attributes, in id order, and the BOS and
+    EOS ids. A requantised GGUF keeps its tokenizer, so it keeps this hash."""
+    import llama_cpp
+
+    vocab = llm._model.vocab
+    h = hashlib.sha256()
+    for i in range(llm.n_vocab()):
+        h.update(llama_cpp.llama_vocab_get_text(vocab, i) or b"")
+        h.update(b"\0%d\n" % llama_cpp.llama_vocab_get_attr(vocab, i))
+    h.update(b"bos %d eos %d" % (llm.token_bos(), llm.token_eos()))
+    return h.hexdigest()
 
 
 def _reused_prefix(cached: list[int], prompt: list[int]) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 
 from servediff.compare import quality as q
 from servediff.compare.divergence import Divergence
+from servediff.compare.kl_runs import is_scoring
 from servediff.compare.mechanism import (
     CLASSES,
     RECORDED,
@@ -31,7 +32,7 @@ from servediff.compare.stats import wilson
 from servediff.compare.study import Configuration, PairResult, Study
 from servediff.record import Item, Run
 from servediff.redaction import redact_argv
-from servediff.report import attribution_view, experiment_view, speed_view
+from servediff.report import attribution_view, experiment_view, kl_view, speed_view
 from servediff.report.model import (
     SCHEMA_VERSION,
     Changed,
@@ -73,6 +74,10 @@ LIMITATIONS = (
 
 
 def build(study: Study, options: ReportOptions) -> Report:
+    # Scoring runs hold the same fixed text on both sides: their pairs are the KL section's only,
+    # never identity rows or verdicts ("20/20 identical" of a fixed text would mean nothing).
+    kl = kl_view.rows(study)
+    study = kl_view.without_scoring_pairs(study)
     quality_ = quality(study, options.margin)
     claims = experiment_view.claims(study)
     return Report(
@@ -95,6 +100,7 @@ def build(study: Study, options: ReportOptions) -> Report:
         verdicts=speed_view.verdicts(study, options.warmup, quality_, claims),
         warmup=options.warmup,
         attribution=attribution_view.attribution(study, options.margin),
+        kl=kl,
     )
 
 
@@ -202,7 +208,9 @@ def method_notes(study: Study) -> tuple[str, ...]:
     out = []
     for c in study.configurations:
         model = str(c.runs[0].header.engine.get("model") or "")
-        if prompt_form(c.runs[0]) == "raw prompt" and CHAT_MODEL.search(model):
+        # A scoring run sends raw text on purpose: it is scored, not answered.
+        scored = is_scoring(c.runs[0])
+        if not scored and prompt_form(c.runs[0]) == "raw prompt" and CHAT_MODEL.search(model):
             out.append(
                 f"{c.label} sent the {c.suite} suite to {model} as raw prompts, with no chat template: an "
                 "instruct model continues such text rather than answering it (write the suite's lines as "

@@ -101,7 +101,16 @@ def seconds(x: float | None) -> str:
     return f"{x * 1000:.3g} ms" if x < 1 else f"{x:.3g} s"
 
 
+def kld(x: float | None) -> str:
+    """A divergence in nats (KL, ln PPL ratio, Δp): three significant digits, since an A/A
+    floor of exactly 0 and a Q2_K mean of 0.3 share one column; 0 stays "0"."""
+    if x is None or math.isnan(x):
+        return "n/a"
+    return "0" if x == 0 else f"{x:.3g}"
+
+
 FILTERS: dict[str, Callable[..., str]] = {
+    "kld": kld,
     "ratio": ratio,
     "nats": nats,
     "logprob": logprob,

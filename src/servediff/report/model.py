@@ -348,6 +348,38 @@ class AttributionView:
 
 
 @dataclass(frozen=True, slots=True)
+class KlRow:
+    """Two scoring runs of the same sequences: the teacher-forced divergence of B from A.
+
+    ``kind`` "control" is a configuration against its own repeat (the noise floor), "pair" two
+    configurations. KL is the top-k + tail value (a lower bound of the full-vocabulary KL);
+    intervals are 95 % bootstraps over sequences. ``checkpoint_*`` name each side's weights.
+    """
+
+    suite: str
+    a: str
+    b: str
+    kind: str
+    checkpoint_a: str
+    checkpoint_b: str
+    top_k: int
+    sequences: int
+    positions: int
+    kl_mean: Interval
+    kl_max: float
+    kl_percentiles: tuple[tuple[float, float], ...]  # (percentile, KL), 99.9 down to 0.1
+    same_top1: Interval
+    dp_mean: Interval
+    dp_rms: float
+    ln_ppl_ratio: Interval
+
+    @property
+    def predicted_flip_rate(self) -> float:
+        """1 − same-top-1: on an on-policy corpus, how often B's greedy pick would leave A's path."""
+        return 1.0 - self.same_top1.value
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     schema_version: int
     title: str
@@ -369,10 +401,16 @@ class Report:
     verdicts: tuple[Verdict, ...] = ()
     warmup: int = 1  # items per run left out of every speed number
     attribution: tuple[AttributionView, ...] = ()  # one per suite of a factor design
+    kl: tuple[KlRow, ...] = ()  # teacher-forced divergence of scoring runs (controls first)
 
     @property
     def comparisons(self) -> tuple[Comparison, ...]:
         return (*self.controls, *self.pairs)
+
+    @property
+    def uncontrolled(self) -> bool:
+        """No configuration was run twice: neither an identity control nor a KL noise floor."""
+        return not self.controls and not any(k.kind == "control" for k in self.kl)
 
     @property
     def errors_left_out(self) -> int:

@@ -46,13 +46,15 @@ def load(
     near_tie: float = DEFAULT_THRESHOLD,
     margin: float = DEFAULT_MARGIN,
     warmup: int = DEFAULT_WARMUP,
+    checkpoints: bool = False,
 ) -> tuple[Study, ReportOptions]:
     """Runs and probe records from one list of files.
 
     An experiment's load-sweep runs keep their controls (repeat vs repeat) but are not paired
     with other configurations: the sweep section compares them among themselves."""
     probe_paths = [p for p in paths if is_probe_record(p)]
-    study = build_study([read_run(p) for p in paths if p not in probe_paths], force=force)
+    runs = [read_run(p) for p in paths if p not in probe_paths]
+    study = build_study(runs, force=force, checkpoints=checkpoints)
     study = without_pairs_of(study, [c.label for c in study.configurations if is_sweep(c.runs[0])])
     probes = tuple(read_probes(p) for p in probe_paths)
     return study, ReportOptions(title=title, near_tie=near_tie, margin=margin, probes=probes, warmup=warmup)

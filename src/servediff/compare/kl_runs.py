@@ -1,0 +1,51 @@
+"""Two scoring runs of the same sequences turned into per-sequence divergences (``compare/kl``).
+
+Scoring runs record at every position the top-k logprobs (their token ids under the item's
+``metadata.engine.top_ids``) and the logprob of the sequence's own next token; the divergence
+between two configurations is the top-k + tail KL of those, a lower bound of the exact KL.
+"""
+
+from __future__ import annotations
+
+from servediff.compare.kl import SequenceDivergence, divergence_topk
+from servediff.record import Item, Run
+
+
+def is_scoring(run: Run) -> bool:
+    return run.header.extra.get("mode") == "score"
+
+
+def positions(item: Item) -> tuple[list[dict[int, float]], list[float]]:
+    """Per position: top-k as {token id: logprob}, and the next token's logprob."""
+    meta = item.metadata.get("engine") or {}
+    top_ids = meta.get("top_ids")
+    if item.logprobs is None or top_ids is None or len(top_ids) != len(item.logprobs):
+        raise ValueError(f"item {item.id!r} has no per-position top-k with token ids")
+    tops = [
+        {int(t): float(lp) for t, (_, lp) in zip(ids, top)}
+        for ids, (_, _, top) in zip(top_ids, item.logprobs)
+    ]
+    return tops, [float(lp) for _, lp, _ in item.logprobs]
+
+
+def scoring_pair(a: Run, b: Run) -> list[SequenceDivergence]:
+    """Divergence of B from A on every sequence both scored without error, in id order.
+
+    The sequences must be the same tokens: a differing item means the runs scored different
+    corpora (or tokenizers), and a KL between them would be meaningless, so it is refused.
+    """
+    for run in (a, b):
+        if not is_scoring(run):
+            raise ValueError(f"{run.path}: not a scoring run (header extra.mode is not 'score')")
+    shared = sorted(a.done_ids() & b.done_ids())
+    if not shared:
+        raise ValueError(f"{a.path} and {b.path} share no scored sequence")
+    out = []
+    for item_id in shared:
+        ia, ib = a.items[item_id], b.items[item_id]
+        if ia.token_ids != ib.token_ids:
+            raise ValueError(f"item {item_id!r}: {a.path} and {b.path} scored different tokens")
+        top_a, lp_a = positions(ia)
+        top_b, lp_b = positions(ib)
+        out.append(divergence_topk(top_a, top_b, lp_a, lp_b))
+    return out
