@@ -200,7 +200,12 @@ def _missing(item: Item, index: int, entry: ProbeEntry | None) -> str:
         run = "A ended here, and the run records no logprobs for the end token"
     else:
         run = "the run recorded fewer than 2 alternatives"
-    probe = "no probe" if entry is None else f"probe failed: {entry.error}" if entry.error else "probe empty"
+    if entry is None:
+        probe = "no probe"
+    elif entry.error:
+        probe = f"probe failed: {entry.error}"
+    else:  # a probe that could not measure here says why in its method
+        probe = entry.method.removeprefix("http: ")
     return f"{run}; {probe}"
 
 

@@ -327,7 +327,13 @@ class HTTPEngine:
                 return await self._post(s, f"{self.base_url}/v1/completions", json.dumps(body))
 
         raw = asyncio.run(go())
-        top = raw["choices"][0]["logprobs"]["top_logprobs"][0]
+        listed = ((raw.get("choices") or [{}])[0].get("logprobs") or {}).get("top_logprobs") or []
+        if not listed:
+            # The server chose its end-of-sequence token first, and llama-cpp-python's server
+            # returns no text and no logprobs for it: nothing here to measure, which is not a
+            # failure of the probe (retrying gives the same answer).
+            return ProbeResult((), NO_LOGPROBS_AT_END)
+        top = listed[0]
         pairs = sorted(((str(t), float(v)) for t, v in top.items()), key=lambda x: -x[1])
         return ProbeResult(tuple(pairs[:k]), "http: /v1/completions, one pass over prompt + prefix")
 
@@ -340,6 +346,12 @@ async def _get_json(session: aiohttp.ClientSession, url: str) -> Any:
         if resp.status != 200:
             raise ValueError(f"GET {url}: HTTP {resp.status}")
         return await resp.json(content_type=None)
+
+
+NO_LOGPROBS_AT_END = (
+    "http: not obtainable: the server ended the sequence here and returns no logprobs for its "
+    "end-of-sequence token"
+)
 
 
 class Channel(Protocol):

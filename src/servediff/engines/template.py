@@ -166,4 +166,6 @@ class TemplateProber(Closing):
         source = "" if sample.messages is None or self.template is None else f"; {self.template.source}"
         if rebuilt is not None:
             source += "; prefix rebuilt from the server's token ids"
+        if not result.top:  # nothing measured here: its reason, not how the prefix was sent
+            return result
         return ProbeResult(result.top, (how or result.method) + source, result.ids)
