@@ -184,6 +184,18 @@ def _add_compare(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("runs", nargs="+", type=Path, help="record files (JSONL)")
     p.add_argument("--md", type=output_file, help="also write the Markdown report here")
     p.add_argument("--json", action="store_true", help="print the machine-readable summary instead")
+    _add_study_options(p)
+    p.add_argument(
+        "--margin",
+        type=fraction,
+        help="scored suites: non-inferiority margin on accuracy, and the difference the sample "
+        "sizes are computed for (default: report only, at 1 pp). Given, it is a check: exit 1 "
+        "unless every pair is non-inferior and every control deterministic",
+    )
+
+
+def _add_study_options(p: argparse.ArgumentParser) -> None:
+    """What compare and report both read the records with."""
     p.add_argument("--force", action="store_true", help="compare even if prompts/sampling/model differ")
     p.add_argument(
         "--checkpoints",
@@ -197,13 +209,6 @@ def _add_compare(sub: argparse._SubParsersAction[Parser]) -> None:
         type=nonnegative_float,
         default=0.1,
         help="near-tie threshold for A's top-1 − top-2 logprob gap, in nats (default 0.1)",
-    )
-    p.add_argument(
-        "--margin",
-        type=fraction,
-        help="scored suites: non-inferiority margin on accuracy, and the difference the sample "
-        "sizes are computed for (default: report only, at 1 pp). Given, it is a check: exit 1 "
-        "unless every pair is non-inferior and every control deterministic",
     )
 
 
@@ -247,18 +252,8 @@ def _add_report(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("runs", nargs="+", type=Path, help="record files (JSONL)")
     p.add_argument("--html", type=output_file, help="write the HTML report here")
     p.add_argument("--md", type=output_file, help="write the Markdown report here")
-    p.add_argument("--force", action="store_true", help="compare even if prompts/sampling/model differ")
-    p.add_argument(
-        "--checkpoints",
-        action="store_true",
-        help="different weight files of one model are a declared dimension (e.g. Q4_1 vs Q8_0): "
-        "compare them when their tokenizers match (vocabulary hash) instead of refusing",
-    )
-    p.add_argument("--title", default="servediff report")
+    _add_study_options(p)
     p.add_argument("--margin", type=fraction, default=0.01, help="non-inferiority margin (as compare)")
-    p.add_argument(
-        "--near-tie", type=nonnegative_float, default=0.1, help="near-tie threshold in nats (as compare)"
-    )
 
 
 def _add_export(sub: argparse._SubParsersAction[Parser]) -> None:
