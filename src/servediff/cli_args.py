@@ -20,6 +20,7 @@ from servediff.argtypes import (
     fraction,
     int_range,
     nonnegative_float,
+    nucleus,
     output_file,
     output_folder,
     output_path,
@@ -90,7 +91,21 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
     g.add_argument("--subsample-seed", type=count, default=0, help="seed for --limit subsampling")
     g = p.add_argument_group("sampling")
     g.add_argument("--max-tokens", type=positive_int, help="default 300 (or the suite's own default)")
-    g.add_argument("--seed", type=count, default=42)
+    g.add_argument(
+        "--seed", type=count, default=42, help="the run's seed; a sampled run derives each draw's from it"
+    )
+    g.add_argument(
+        "--temperature", type=nonnegative_float, default=0.0, help="0 (default): greedy; > 0: sampled"
+    )
+    g.add_argument("--top-p", type=nucleus, default=1.0, help="nucleus cut when sampling (1: none)")
+    g.add_argument("--top-k", type=count, default=0, help="top-k cut when sampling (0: none)")
+    g.add_argument(
+        "--samples",
+        type=positive_int,
+        default=1,
+        help="draws per item when sampling: lines ITEM#0..ITEM#k-1, each with a seed shared by every "
+        "configuration run with the same --seed",
+    )
     g.add_argument(
         "--top-logprobs",
         type=count,
