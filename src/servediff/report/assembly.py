@@ -27,6 +27,7 @@ from servediff.compare.mechanism import (
     PairMechanism,
     measure_pair,
 )
+from servediff.compare.sampled import is_sampled, sampled
 from servediff.compare.stats import wilson
 from servediff.compare.study import Configuration, PairResult, Study
 from servediff.record import Item, Run
@@ -95,6 +96,7 @@ def build(study: Study, options: ReportOptions) -> Report:
         verdicts=speed_view.verdicts(study, options.warmup, quality_, claims),
         warmup=options.warmup,
         attribution=attribution_view.attribution(study, options.margin),
+        sampled=sampled(study, options.margin),
     )
 
 
@@ -252,12 +254,15 @@ def comparison(p: PairResult, options: ReportOptions) -> Comparison:
         precision=m.precision,
         probe_sources=tuple(legend),
         probe_checks=probe_checks(m),
+        sampled=is_sampled(p.a_run),
     )
 
 
 def control_verdict(p: PairResult) -> str:
     if p.total == 0:
         return "nothing to compare"
+    if is_sampled(p.a_run):  # sampled: identical texts say the engine honoured each draw's seed
+        return "seeds honoured" if p.identical == p.total else "seeds NOT honoured"
     return "deterministic" if p.identical == p.total else "NOT deterministic"
 
 
