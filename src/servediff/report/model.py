@@ -45,6 +45,9 @@ class Sampling:
     max_tokens: int
     top_logprobs: int
     enable_thinking: bool | None
+    top_p: float = 1.0
+    top_k: int = 0
+    samples: int = 1  # draws per item (sampled runs)
 
 
 @dataclass(frozen=True, slots=True)
