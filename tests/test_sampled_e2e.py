@@ -50,7 +50,13 @@ def test_sampled_comparison(tmp_path: Path) -> None:
     assert control["delta"]["mean"] == 0 and pair["kind"] == "pair" and pair["same_seeds"]
 
 
-def test_samples_without_temperature_is_a_usage_error(tmp_path: Path, capsys: object) -> None:
+def test_samples_without_temperature_is_a_usage_error(tmp_path: Path) -> None:
     args = ["run", "--engine", "llamacpp", "--suite", "prompts", "--samples", "4"]
+    assert main([*args, "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_the_hf_engine_refuses_to_sample(tmp_path: Path) -> None:
+    args = ["run", "--engine", "hf", "--suite", "prompts", "--temperature", "0.7"]
     assert main([*args, "--out", str(tmp_path / "x.jsonl")]) == 2
     assert not (tmp_path / "x.jsonl").exists()

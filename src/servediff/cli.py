@@ -76,6 +76,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.temperature == 0 and (args.samples > 1 or args.top_p < 1 or args.top_k):
         # Greedy draws would all be the same text: the control repeat measures that instead.
         raise UsageError("--samples, --top-p and --top-k need --temperature > 0")
+    if args.engine == "hf" and args.temperature > 0:  # refused before a record is started
+        raise UsageError("the hf engine decodes greedily: sampled runs need --engine llamacpp or http")
     suite = load_suite(args.suite, SuiteOptions(limit=args.limit, seed=args.subsample_seed, path=args.data))
     thinking = {"off": False, "on": True, "unset": None}[args.thinking]
     max_tokens = args.max_tokens or suite.max_tokens or 300

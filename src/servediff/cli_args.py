@@ -58,7 +58,8 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser(
         "run",
         help="run a suite on one engine configuration into a record file",
-        description="Run a suite at temperature 0 against one engine configuration and record "
+        description="Run a suite (greedy, or sampled with --temperature and --samples) against one engine "
+        "configuration and record "
         "every completion (JSONL). Re-running the same command resumes: finished items are "
         "skipped and errored ones retried.",
     )

@@ -257,7 +257,7 @@ def _sampling(src: Source, table: Any) -> SamplingParams:
     def number(key: str, default: int, least: int) -> int:
         return integer(src, table.get(key, default), key, src.line(key, "sampling"), least)
 
-    temperature, top_p = _fraction(src, table, "temperature", 0.0), _fraction(src, table, "top_p", 1.0)
+    temperature, top_p = _nonnegative(src, table, "temperature", 0.0), _nonnegative(src, table, "top_p", 1.0)
     if not 0 < top_p <= 1:
         raise src.error("top_p must be > 0 and <= 1", src.line("top_p", "sampling"))
     params = SamplingParams(
@@ -275,7 +275,7 @@ def _sampling(src: Source, table: Any) -> SamplingParams:
     return params
 
 
-def _fraction(src: Source, table: dict[str, Any], key: str, default: float) -> float:
+def _nonnegative(src: Source, table: dict[str, Any], key: str, default: float) -> float:
     """A non-negative number of [sampling] (temperature, top_p)."""
     line = src.line(key, "sampling")
     value = float(typed(src, table.get(key, default), (int, float), key, line))
