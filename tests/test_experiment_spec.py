@@ -89,6 +89,12 @@ def test_a_good_file(tmp_path: Path) -> None:
     assert len({s.path for s in slots}) == len(slots)
 
 
+def test_sampling_settings(tmp_path: Path) -> None:
+    text = GOOD.replace("max_tokens = 16", "temperature = 0.7\ntop_p = 0.9\ntop_k = 20\nsamples = 8")
+    s = load_experiment(write(tmp_path, text)).sampling
+    assert (s.temperature, s.top_p, s.top_k, s.samples, s.sampled) == (0.7, 0.9, 20, 8, True)
+
+
 def test_embedded_configurations(tmp_path: Path) -> None:
     _, embedded = load_experiment(write(tmp_path, EMBEDDED)).configurations
     assert embedded.knobs is not None and embedded.knobs.n_batch == 8 and embedded.knobs.prompt_lookup == 10
@@ -141,6 +147,10 @@ def test_changing_one_configuration_changes_only_its_own_runs(tmp_path: Path) ->
         (GOOD.replace("control_repeats = 2", "control_repeat = 2"), 2, "unknown key 'control_repeat'"),
         (GOOD.replace('label = "remote"', 'label = "remote"\nbase_ulr = "x"'), 21, "unknown key 'base_ulr'"),
         (GOOD.replace("max_tokens = 16", "max_token = 16"), 5, "unknown key 'max_token' in [sampling]"),
+        (GOOD.replace("max_tokens = 16", "samples = 4"), 4, "need temperature > 0"),
+        (GOOD.replace("max_tokens = 16", "temperature = 0.7\ntop_p = 1.5"), 6, "top_p must be"),
+        (GOOD.replace("max_tokens = 16", "temperature = -1"), 5, "temperature must be >= 0"),
+        (GOOD.replace("max_tokens = 16", 'temperature = "hot"'), 5, "wrong type"),
         (GOOD.replace('label = "spec"', 'label = "stock"'), 15, "duplicate label 'stock'"),
         (GOOD.replace('model = "m"\n', ""), None, "'model' is required"),
         (GOOD.replace('"--port", "{port}", "--no', '"--no'), 12, "must contain {port}"),

@@ -158,3 +158,17 @@ def test_resume_refuses_a_different_run(llama_server: LlamaServer, tmp_path: Pat
         )
         == 2
     )
+
+
+def test_sampled_draws_send_their_own_seeds(llama_server: LlamaServer, tmp_path: Path) -> None:
+    """A sampled HTTP run sends each draw's seed (and top_p); llama-cpp-python's server honours
+    a per-request seed: the same seeds reproduce every draw, other seeds change them."""
+    sampled = ("--temperature", "0.7", "--samples", "2", "--top-p", "0.95", "--top-k", "20")
+    paths = [tmp_path / f"{n}.jsonl" for n in ("a", "a2", "b")]
+    for path, repeat, seed in ((paths[0], 1, "7"), (paths[1], 2, "7"), (paths[2], 1, "8")):
+        assert run_http(llama_server, path, "t", repeat, *sampled, "--seed", seed) == 0
+    a, a2, b = (read_run(p) for p in paths)
+    assert a.header.sampling.top_k == 20 and len(a.items) == 6
+    assert {i: x.text for i, x in a.items.items()} == {i: x.text for i, x in a2.items.items()}
+    assert sum(a.items[i].text != b.items[i].text for i in a.items) >= 4
+    assert {x.metadata["seed"] for x in a.items.values()} != {x.metadata["seed"] for x in b.items.values()}

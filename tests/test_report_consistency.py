@@ -148,6 +148,30 @@ def attribution_phrases(summary: dict[str, Any]) -> list[str]:
             prevents = "n/a" if f["prevents"] is None else f"{f['prevents']}/{f['diverging_with_all']}"
             out.append(f"{f['factor']} {ratio(f['alone'])}")
             out.append(f"{ratio(f['without'])} {prevents} {len(f['sole'])}")
+    return out + sampled_phrases(summary)
+
+
+def _estimate(e: dict[str, Any] | None, signed: bool = False) -> str:
+    if not e or e["n"] == 0:
+        return "n/a"
+    f, unit = (fmt.spp, "pp") if signed else (fmt.pp, "%")
+    return f"{f(e['mean'])} {unit} [{f(e['ci']['low'])}, {f(e['ci']['high'])}]"
+
+
+def sampled_phrases(summary: dict[str, Any]) -> list[str]:
+    """The sampled block's rows: pass rates per run, and each pair's coupled identity and Δ."""
+    s = summary.get("sampled")
+    if not s:
+        return []
+    out = [
+        f"{a['suite']} {a['label']} #{a['repeat']} {a['k']} {a['draws']} {_estimate(a['pass_rate'])} "
+        f"({a['pass_rate']['n']} items) {_estimate(a['pass_at_k'])} {_estimate(a['pass_all_k'])} {a['short']}"
+        for a in s["rates"]
+    ]
+    for p in s["pairs"]:
+        items = p["delta"]["n"] if p["delta"] else "not scored"
+        out.append(f"{p['suite']} {p['a']} {p['b']} {p['kind']} {p['identical']}/{p['compared']} draws")
+        out.append(f") {_estimate(p['delta'], signed=True)} {items} {p['verdict'] or 'n/a'}")
     return out
 
 

@@ -76,6 +76,14 @@ def fraction(text: str) -> float:
     return value
 
 
+def nucleus(text: str) -> float:
+    """A top-p: above 0 (0 would keep no token) up to 1 (no cut)."""
+    value = _float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be > 0 and <= 1, got {text!r}")
+    return value
+
+
 def proportion(text: str) -> float:
     """From 0 to 1 inclusive: an accuracy or a fraction of items."""
     value = _float(text)

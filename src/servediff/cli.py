@@ -74,6 +74,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from servediff.suites import SuiteOptions, load_suite
     from servediff.types import SamplingParams
 
+    if args.temperature == 0 and (args.samples > 1 or args.top_p < 1 or args.top_k):
+        # Greedy draws would all be the same text: the control repeat measures that instead.
+        raise UsageError("--samples, --top-p and --top-k need --temperature > 0")
+    if args.engine == "hf" and args.temperature > 0:  # refused before a record is started
+        raise UsageError("the hf engine decodes greedily: sampled runs need --engine llamacpp or http")
     if args.score:
         from servediff.scoring import scoring_suite
 
@@ -86,7 +91,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     thinking = {"off": False, "on": True, "unset": None}[args.thinking]
     max_tokens = args.max_tokens or suite.max_tokens or 300
     sampling = SamplingParams(
-        seed=args.seed, max_tokens=max_tokens, top_logprobs=args.top_logprobs, enable_thinking=thinking
+        temperature=args.temperature,
+        seed=args.seed,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        samples=args.samples,
+        max_tokens=max_tokens,
+        top_logprobs=args.top_logprobs,
+        enable_thinking=thinking,
     )
     spec, concurrency = _engine_spec(args)
     extra = None

@@ -20,6 +20,7 @@ from servediff.argtypes import (
     fraction,
     int_range,
     nonnegative_float,
+    nucleus,
     output_file,
     output_folder,
     output_path,
@@ -57,7 +58,8 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
     p = sub.add_parser(
         "run",
         help="run a suite on one engine configuration into a record file",
-        description="Run a suite at temperature 0 against one engine configuration and record "
+        description="Run a suite (greedy, or sampled with --temperature and --samples) against one engine "
+        "configuration and record "
         "every completion (JSONL). Re-running the same command resumes: finished items are "
         "skipped and errored ones retried.",
     )
@@ -97,7 +99,21 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
     )
     g = p.add_argument_group("sampling")
     g.add_argument("--max-tokens", type=positive_int, help="default 300 (or the suite's own default)")
-    g.add_argument("--seed", type=count, default=42)
+    g.add_argument(
+        "--seed", type=count, default=42, help="the run's seed; a sampled run derives each draw's from it"
+    )
+    g.add_argument(
+        "--temperature", type=nonnegative_float, default=0.0, help="0 (default): greedy; > 0: sampled"
+    )
+    g.add_argument("--top-p", type=nucleus, default=1.0, help="nucleus cut when sampling (1: none)")
+    g.add_argument("--top-k", type=count, default=0, help="top-k cut when sampling (0: none)")
+    g.add_argument(
+        "--samples",
+        type=positive_int,
+        default=1,
+        help="draws per item when sampling: lines ITEM#0..ITEM#k-1, each with a seed shared by every "
+        "configuration run with the same --seed",
+    )
     g.add_argument(
         "--top-logprobs",
         type=count,

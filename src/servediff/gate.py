@@ -221,7 +221,9 @@ def compare_verdicts(report: Report) -> list[str]:
     """``compare --margin``'s checks, as lines naming what failed (none: exit 0): every control
     deterministic, every scored pair non-inferior at the margin (fixed-n Newcombe)."""
     bad = [
-        f"control {c.a} ({c.suite}): {c.verdict}" for c in report.controls if c.verdict == "NOT deterministic"
+        f"control {c.a} ({c.suite}): {c.verdict}"
+        for c in report.controls
+        if c.verdict in ("NOT deterministic", "seeds NOT honoured")
     ]
     pairs = [q for q in (report.quality.pairs if report.quality else ()) if q.kind == "pair"]
     if not pairs:

@@ -71,6 +71,10 @@ class SamplingInfo(_Model):
     max_tokens: int
     top_logprobs: int
     enable_thinking: bool | None
+    # Defaults: what a record written before sampled runs existed ran with.
+    top_p: float = 1.0
+    top_k: int = 0
+    samples: int = 1  # draws per item (temperature > 0): the record's lines are ITEM#s
 
 
 class Header(_Model):
@@ -196,6 +200,9 @@ def make_header(
             max_tokens=sampling.max_tokens,
             top_logprobs=sampling.top_logprobs,
             enable_thinking=sampling.enable_thinking,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+            samples=sampling.samples,
         ),
         suite=suite,
         concurrency=concurrency,

@@ -25,6 +25,7 @@ from servediff.record import (
     seal,
 )
 from servediff.suites import Suite
+from servediff.suites.draws import expand
 from servediff.types import Completion, SamplingParams
 
 
@@ -67,7 +68,7 @@ def plan_header(plan: RunPlan, engine: Engine) -> Header:
         repeat=plan.repeat,
         engine=engine.identity(),
         sampling=plan.sampling,
-        suite=suite_info(plan.suite),
+        suite=suite_info(expand(plan.suite, plan.sampling)),
         concurrency=plan.concurrency,
         extra=plan.extra,
     )
@@ -108,17 +109,19 @@ def execute(
     runs its suite batch by batch into one record; the header still names the whole suite)."""
     header = plan_header(plan, engine)
     finished = pending_ids(plan.out, header)
+    # A sampled run sends each item k times, one line per draw: resume and retry work per draw.
+    suite = expand(plan.suite, plan.sampling)
     todo = [
         s
-        for s in plan.suite.samples
+        for s in suite.samples
         if (finished is None or s.id not in finished) and (only is None or s.id in only)
     ]
-    skipped = len(plan.suite.samples) - len(todo)
+    skipped = len(suite.samples) - len(todo)
     plan.out.parent.mkdir(parents=True, exist_ok=True)
     by_id = {s.id: s for s in todo}
     counts = {"done": 0, "errors": 0}
     bar = tqdm(
-        total=len(plan.suite.samples),
+        total=len(suite.samples),
         initial=skipped,
         unit="item",
         file=sys.stderr,
@@ -134,7 +137,7 @@ def execute(
             c.finished_at = time.time()
             sample = by_id[c.item_id]
             # An engine failure is not a wrong answer: errored items are never scored.
-            score = plan.suite.scorer(sample, c.text) if plan.suite.scorer and c.error is None else None
+            score = suite.scorer(sample, c.text) if suite.scorer and c.error is None else None
             payload = list(sample.messages) if sample.messages is not None else sample.prompt
             f.write(item_line(c, payload, score, sample.metadata))
             f.flush()
@@ -148,4 +151,4 @@ def execute(
                 engine.generate(todo, plan.sampling, on_done)
         finally:
             bar.close()
-    return RunResult(plan.out, len(plan.suite.samples), skipped, counts["done"], counts["errors"])
+    return RunResult(plan.out, len(suite.samples), skipped, counts["done"], counts["errors"])

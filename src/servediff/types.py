@@ -21,6 +21,8 @@ class Sample:
     prompt: str | None = None
     target: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # The request's own seed (a sampled run gives each (item, sample index) one); None: the run's.
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):
@@ -33,6 +35,9 @@ class SamplingParams:
 
     temperature: float = 0.0
     seed: int = 42
+    top_p: float = 1.0  # 1.0: no nucleus cut
+    top_k: int = 0  # 0: no top-k cut (and nothing sent to an HTTP server)
+    samples: int = 1  # per item; only a sampled run (temperature > 0) draws more than one
     max_tokens: int = 300
     top_logprobs: int = 0  # 0: do not request logprobs (requesting them can change the engine path)
     # None: send nothing; False/True: send chat_template_kwargs.enable_thinking (vLLM, SGLang).
@@ -41,6 +46,14 @@ class SamplingParams:
     @property
     def logprobs(self) -> bool:
         return self.top_logprobs > 0
+
+    @property
+    def sampled(self) -> bool:
+        return self.temperature > 0
+
+    def seed_for(self, sample: Sample) -> int:
+        """The seed this request is sent with: the item's own in a sampled run, else the run's."""
+        return self.seed if sample.seed is None else sample.seed
 
 
 @dataclass(frozen=True, slots=True)

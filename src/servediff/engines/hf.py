@@ -175,7 +175,10 @@ class HFEngine(Closing):
 
     def generate(self, samples: Sequence[Sample], params: SamplingParams, on_done: OnDone) -> None:
         if params.temperature != 0:
-            raise EngineError("the hf engine decodes greedily: temperature must be 0")
+            raise EngineError(
+                "the hf engine decodes greedily: temperature must be 0 (sampled runs need the "
+                "llamacpp or http engine)"
+            )
         torch.manual_seed(params.seed)
         n = self.knobs.batch_size
         for b, start in enumerate(range(0, len(samples), n)):

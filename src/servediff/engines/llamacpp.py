@@ -125,8 +125,10 @@ class LlamaCppEngine(Closing):
         if self.scoring:  # an engine built for scoring scores its items instead of generating
             self.score(samples, params, on_done)
             return
-        self._llm.set_seed(params.seed)
         for sample in samples:
+            # Every request starts its sampler from its own seed (a sampled run's draw seed), so a
+            # sample does not depend on which requests came before it in this process.
+            self._llm.set_seed(params.seed_for(sample))
             t0 = time.perf_counter()
             try:
                 completion = self._one(sample, params)
@@ -150,7 +152,14 @@ class LlamaCppEngine(Closing):
         pieces: list[bytes] = []
         lps: list[TokenLogprob] | None = [] if params.logprobs else None
         finish = "length"
-        gen = llm.generate(prompt, temp=params.temperature, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
+        gen = llm.generate(
+            prompt,
+            temp=params.temperature,
+            top_k=params.top_k,
+            top_p=params.top_p,
+            min_p=0.0,
+            repeat_penalty=1.0,
+        )
         for token in gen:
             if self._llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
                 finish = "stop"

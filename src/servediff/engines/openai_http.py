@@ -171,9 +171,14 @@ class HTTPEngine:
         body: dict[str, Any] = {
             "model": self.model,
             "temperature": params.temperature,
-            "seed": params.seed,
+            "seed": params.seed_for(sample),
             "max_tokens": params.max_tokens,
         }
+        if params.sampled:
+            # Servers apply their own defaults otherwise (llama.cpp: top_k 40, top_p 0.95): say it.
+            body["top_p"] = params.top_p
+            if params.top_k:
+                body["top_k"] = params.top_k  # not an OpenAI field: vLLM, SGLang, llama.cpp take it
         if self.options.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}  # token counts where supported

@@ -49,7 +49,7 @@ TOP_KEYS = [
     "pairs",
 ]
 PROBE_KEYS = ("enabled", "k", "replay", "template")
-SAMPLING_KEYS = ("max_tokens", "seed", "top_logprobs", "thinking")
+SAMPLING_KEYS = ("max_tokens", "seed", "top_logprobs", "thinking", "temperature", "top_p", "top_k", "samples")
 SUITE_KEYS = ("limit", "seed", "path", "max_tokens")
 CONFIG_KEYS = [
     "label",
@@ -257,12 +257,31 @@ def _sampling(src: Source, table: Any) -> SamplingParams:
     def number(key: str, default: int, least: int) -> int:
         return integer(src, table.get(key, default), key, src.line(key, "sampling"), least)
 
-    return SamplingParams(
+    temperature, top_p = _nonnegative(src, table, "temperature", 0.0), _nonnegative(src, table, "top_p", 1.0)
+    if not 0 < top_p <= 1:
+        raise src.error("top_p must be > 0 and <= 1", src.line("top_p", "sampling"))
+    params = SamplingParams(
+        temperature=temperature,
         seed=number("seed", 42, 0),
+        top_p=top_p,
+        top_k=number("top_k", 0, 0),
+        samples=number("samples", 1, 1),
         max_tokens=number("max_tokens", 300, 1),
         top_logprobs=number("top_logprobs", 0, 0),
         enable_thinking={"on": True, "off": False, "unset": None}[thinking],
     )
+    if not params.sampled and (params.samples > 1 or params.top_p < 1 or params.top_k):
+        raise src.error("samples, top_p and top_k need temperature > 0", src.line("sampling"))
+    return params
+
+
+def _nonnegative(src: Source, table: dict[str, Any], key: str, default: float) -> float:
+    """A non-negative number of [sampling] (temperature, top_p)."""
+    line = src.line(key, "sampling")
+    value = float(typed(src, table.get(key, default), (int, float), key, line))
+    if value < 0:
+        raise src.error(f"{key} must be >= 0, got {value}", line)
+    return value
 
 
 def _probes(src: Source, table: Any, base: Path) -> ProbeSpec:

@@ -28,6 +28,7 @@ from servediff.compare.mechanism import (
     PairMechanism,
     measure_pair,
 )
+from servediff.compare.sampled import is_sampled, sampled
 from servediff.compare.stats import wilson
 from servediff.compare.study import Configuration, PairResult, Study
 from servediff.record import Item, Run
@@ -101,6 +102,7 @@ def build(study: Study, options: ReportOptions) -> Report:
         warmup=options.warmup,
         attribution=attribution_view.attribution(study, options.margin),
         kl=kl,
+        sampled=sampled(study, options.margin),
     )
 
 
@@ -197,7 +199,16 @@ def suite_method(study: Study, suite: str) -> SuiteMethod:
         items=len(h.suite.item_ids),
         content_sha256=h.suite.content_sha256,
         data_sha256=h.suite.data_sha256,
-        sampling=Sampling(s.temperature, s.seed, s.max_tokens, s.top_logprobs, s.enable_thinking),
+        sampling=Sampling(
+            s.temperature,
+            s.seed,
+            s.max_tokens,
+            s.top_logprobs,
+            s.enable_thinking,
+            s.top_p,
+            s.top_k,
+            s.samples,
+        ),
         concurrency=h.concurrency,
         prompt_form=prompt_form(configs[0].runs[0]),
         runs=tuple((c.label, len(c.runs)) for c in configs),
@@ -260,12 +271,15 @@ def comparison(p: PairResult, options: ReportOptions) -> Comparison:
         precision=m.precision,
         probe_sources=tuple(legend),
         probe_checks=probe_checks(m),
+        sampled=is_sampled(p.a_run),
     )
 
 
 def control_verdict(p: PairResult) -> str:
     if p.total == 0:
         return "nothing to compare"
+    if is_sampled(p.a_run):  # sampled: identical texts say the engine honoured each draw's seed
+        return "seeds honoured" if p.identical == p.total else "seeds NOT honoured"
     return "deterministic" if p.identical == p.total else "NOT deterministic"
 
 

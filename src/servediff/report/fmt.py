@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 
 from servediff.compare.mechanism import Precision
+from servediff.compare.sampled import Estimate
 
 
 def ratio(k: int, n: int) -> str:
@@ -109,8 +110,24 @@ def kld(x: float | None) -> str:
     return "0" if x == 0 else f"{x:.3g}"
 
 
+def estimate(e: Estimate | None) -> str:
+    """A mean over items in percent with its interval: 43.1 % [38.0, 48.2]."""
+    if e is None or e.n == 0:
+        return "n/a"
+    return f"{pp(e.mean)} % [{pp(e.ci.low)}, {pp(e.ci.high)}]"
+
+
+def sestimate(e: Estimate | None) -> str:
+    """A paired difference over items in percentage points: +1.2 pp [-3.0, +5.4]."""
+    if e is None or e.n == 0:
+        return "n/a"
+    return f"{spp(e.mean)} pp [{spp(e.ci.low)}, {spp(e.ci.high)}]"
+
+
 FILTERS: dict[str, Callable[..., str]] = {
     "kld": kld,
+    "estimate": estimate,
+    "sestimate": sestimate,
     "ratio": ratio,
     "nats": nats,
     "logprob": logprob,

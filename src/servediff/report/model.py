@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from servediff.compare.mechanism import Drift, Precision
 from servediff.compare.quality import Accuracy, PairQuality
+from servediff.compare.sampled import Sampled
 from servediff.compare.speed import Interval
 
 SCHEMA_VERSION = 1
@@ -44,6 +45,9 @@ class Sampling:
     max_tokens: int
     top_logprobs: int
     enable_thinking: bool | None
+    top_p: float = 1.0
+    top_k: int = 0
+    samples: int = 1  # draws per item (sampled runs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +151,9 @@ class Comparison:
     identical: int
     total: int
     errors: int
-    verdict: str | None  # controls: "deterministic", "NOT deterministic", "nothing to compare"
+    # controls: "deterministic", "NOT deterministic", "nothing to compare"; sampled runs:
+    # "seeds honoured", "seeds NOT honoured"
+    verdict: str | None
     threshold: float
     divergences: tuple[DivergenceView, ...]
     classes: tuple[tuple[str, int], ...]  # every class, in a fixed order, with its count
@@ -160,6 +166,8 @@ class Comparison:
     precision: Precision
     probe_sources: tuple[str, ...]  # footnotes: "probe [n]" is probe_sources[n - 1]
     probe_checks: tuple[ProbeCheck, ...]
+    # Sampled runs (temperature > 0): a control then checks that per-request seeds reproduce.
+    sampled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,6 +410,7 @@ class Report:
     warmup: int = 1  # items per run left out of every speed number
     attribution: tuple[AttributionView, ...] = ()  # one per suite of a factor design
     kl: tuple[KlRow, ...] = ()  # teacher-forced divergence of scoring runs (controls first)
+    sampled: Sampled | None = None  # pass rates over k draws per item (temperature > 0 runs)
 
     @property
     def comparisons(self) -> tuple[Comparison, ...]:

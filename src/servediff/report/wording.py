@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from servediff.compare.mechanism import Precision
 from servediff.compare.quality import PairQuality
+from servediff.compare.sampled import Sampled, SampledPair
 from servediff.compare.speed import Interval
 from servediff.report import fmt
 from servediff.report.gate_model import GateReport
@@ -335,3 +336,35 @@ def kl_intro() -> str:
         "tokens: the positions of one sequence are correlated. A control row (a configuration "
         "against its own repeat) is the noise floor."
     )
+
+
+# --- sampled runs (temperature > 0) -----------------------------------------------------------
+def not_reproduced(c: Comparison, most: int = 10) -> str:
+    """The draws of a sampled control whose texts differed, for the Summary line."""
+    ids = [d.item_id for d in c.divergences]
+    if not ids:
+        return ""
+    more = f" and {len(ids) - most} more" if len(ids) > most else ""
+    return f" (not: {', '.join(ids[:most])}{more})"
+
+
+def sampled_intro(s: Sampled) -> str:
+    return (
+        "Sampled runs (temperature above 0) draw each item k times; draw s of item i gets a seed fixed by "
+        "the "
+        "run's base seed, i and s, the same under every configuration. The pass rate is an item's "
+        "share of right draws; pass@k the chance that at least one of k draws is right (Chen et al. "
+        "2021, unbiased); pass^k that all k are. Each is a mean over items with its 95 % interval "
+        "over items (the item is the cluster: its draws share its difficulty). A failed draw is "
+        "left out, never scored as wrong; an item with fewer than k scored draws is left out of "
+        f"pass@k and pass^k. Differences are B − A, paired over items, non-inferior at a "
+        f"{fmt.pp(s.margin)} pp margin when the interval's lower bound is above −margin."
+    )
+
+
+def coupled_identity(p: SampledPair) -> str:
+    """How many draws two sampled runs agree on, text for text, with the same seeds."""
+    if not p.same_seeds:
+        return "not coupled: the runs' base seeds or draws per item differ"
+    what = "the same configuration twice" if p.kind == "control" else "same seed, two configurations"
+    return f"{fmt.ratio(p.identical, p.compared)} draws byte-identical ({what})"
