@@ -154,9 +154,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(json.dumps(render.summary(report), indent=2) if args.json else md)
     if args.margin is None:
         return 0
-    from servediff.gate import compare_verdicts
+    from servediff.report.wording import failed_checks
 
-    failed = compare_verdicts(report)
+    failed = failed_checks(report)
     for line in failed:
         print(f"check failed: {line}", file=sys.stderr)
     return 1 if failed else 0

@@ -26,7 +26,6 @@ from servediff.compare.sequential import Tally
 from servediff.engines import Engine
 from servediff.record import Run, read_run
 from servediff.report.gate_model import Checkpoint, Determinism, GateReport
-from servediff.report.model import Report
 from servediff.runner import RunPlan, execute
 from servediff.suites import Suite
 from servediff.types import SamplingParams
@@ -215,18 +214,3 @@ def run_from_args(args: Any) -> GateReport:
     finally:
         a.engine.close()
         b.engine.close()
-
-
-def compare_verdicts(report: Report) -> list[str]:
-    """``compare --margin``'s checks, as lines naming what failed (none: exit 0): every control
-    deterministic, every scored pair non-inferior at the margin (fixed-n Newcombe)."""
-    bad = [
-        f"control {c.a} ({c.suite}): {c.verdict}"
-        for c in report.controls
-        if c.verdict in ("NOT deterministic", "seeds NOT honoured")
-    ]
-    pairs = [q for q in (report.quality.pairs if report.quality else ()) if q.kind == "pair"]
-    if not pairs:
-        bad.append("no pair of scored runs to judge at the margin")
-    bad += [f"{q.b} vs {q.a} ({q.suite}): {q.verdict}" for q in pairs if q.verdict != "non-inferior"]
-    return bad

@@ -68,11 +68,19 @@ def is_scored(run: Run) -> bool:
     return any(item.correct is not None for item in run.items.values())
 
 
+def _counts(item: Item | None) -> bool:
+    """Scored: the engine answered (no error) and the suite judged the answer."""
+    return item is not None and item.error is None and item.correct is not None
+
+
 def _scored_item(run: Run, item_id: str) -> Item | None:
     item = run.items.get(item_id)
-    if item is None or item.error is not None or item.correct is None:
-        return None
-    return item
+    return item if _counts(item) else None
+
+
+def scored_items(run: Run) -> dict[str, Item]:
+    """Every scored item of a run, by id."""
+    return {i: it for i, it in run.items.items() if _counts(it)}
 
 
 def accuracy(run: Run) -> Accuracy:

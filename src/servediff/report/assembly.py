@@ -41,7 +41,6 @@ from servediff.report.model import (
     DivergenceView,
     Engine,
     HazardView,
-    Horizon,
     Matrix,
     ProbeCheck,
     QualityView,
@@ -265,7 +264,7 @@ def comparison(p: PairResult, options: ReportOptions) -> Comparison:
         gap_median=statistics.median(gaps) if gaps else None,
         gap_max=gaps[-1] if gaps else None,
         drift=m.drift,
-        hazard=hazard_view(m),
+        hazard=HazardView.of(m.hazard),
         no_token_data=m.no_token_data,
         times=m.times,
         precision=m.precision,
@@ -349,18 +348,6 @@ def divergence_view(d: Divergence, a: Item, b: Item, e: Explanation, legend: lis
     )
 
 
-HORIZONS = (1, 10, 300)
-
-
-def hazard_view(m: PairMechanism) -> HazardView | None:
-    h = m.hazard
-    if h is None:
-        return None
-    rate, low, high = h.per_1000()
-    horizons = tuple(Horizon(n, *h.p_within(n)) for n in HORIZONS)
-    return HazardView(h.events, h.exposure, rate, low, high, h.confidence, h.upper_bound_only, horizons)
-
-
 def probe_checks(m: PairMechanism) -> tuple[ProbeCheck, ...]:
     out = []
     for side, label in (("a", m.a), ("b", m.b)):
@@ -382,12 +369,8 @@ def subject(item: Item) -> str | None:
     return None
 
 
-def _scored(run: Run) -> dict[str, Item]:
-    return {i: it for i, it in run.items.items() if it.error is None and it.correct is not None}
-
-
 def changed(p: PairResult) -> list[Changed]:
-    sa, sb = _scored(p.a_run), _scored(p.b_run)
+    sa, sb = q.scored_items(p.a_run), q.scored_items(p.b_run)
     return [
         Changed(
             p.suite, p.a, p.b, i, subject(sa[i]), sa[i].gold, sa[i].answer, sb[i].answer, bool(sa[i].correct)
@@ -399,7 +382,7 @@ def changed(p: PairResult) -> list[Changed]:
 
 def subject_agreement(p: PairResult) -> tuple[SubjectAgreement, ...]:
     """Per subject: how often A and B gave the same extracted answer (items scored under both)."""
-    sa, sb = _scored(p.a_run), _scored(p.b_run)
+    sa, sb = q.scored_items(p.a_run), q.scored_items(p.b_run)
     rows: dict[str, list[int]] = {}
     for i in p.a_run.header.suite.item_ids:
         if i not in sa or i not in sb or (name := subject(sa[i])) is None:

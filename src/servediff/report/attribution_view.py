@@ -8,26 +8,14 @@ Only for studies whose run headers place them in a factor design; other studies 
 from __future__ import annotations
 
 from servediff.compare import attribution as at
-from servediff.compare.hazard import Hazard
 from servediff.compare.study import Study
 from servediff.report.model import (
     AttributionView,
     FactorCell,
     FactorRow,
     HazardView,
-    Horizon,
     ItemCauseView,
 )
-
-HORIZONS = (1, 10, 300)
-
-
-def hazard(h: Hazard | None) -> HazardView | None:
-    if h is None:
-        return None
-    rate, low, high = h.per_1000()
-    horizons = tuple(Horizon(n, *h.p_within(n)) for n in HORIZONS)
-    return HazardView(h.events, h.exposure, rate, low, high, h.confidence, h.upper_bound_only, horizons)
 
 
 def cell(c: at.Cell) -> FactorCell:
@@ -37,7 +25,7 @@ def cell(c: at.Cell) -> FactorCell:
         identical=c.identical,
         total=c.total,
         errors=c.errors,
-        hazard=hazard(c.hazard),
+        hazard=HazardView.of(c.hazard),
         quality=c.quality,
         prompt_tokens=c.prompt_tokens,
         cached_tokens=c.cached_tokens,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servediff.compare.hazard import HORIZONS, Hazard
 from servediff.compare.mechanism import Drift, Precision
 from servediff.compare.quality import Accuracy, PairQuality
 from servediff.compare.sampled import Sampled
@@ -126,6 +127,15 @@ class HazardView:
     confidence: float
     upper_bound_only: bool
     horizons: tuple[Horizon, ...]
+
+    @classmethod
+    def of(cls, h: Hazard | None) -> HazardView | None:
+        """The view of a hazard: its rate per 1,000 tokens and P(divergence) at each horizon."""
+        if h is None:
+            return None
+        rate, low, high = h.per_1000()
+        horizons = tuple(Horizon(n, *h.p_within(n)) for n in HORIZONS)
+        return cls(h.events, h.exposure, rate, low, high, h.confidence, h.upper_bound_only, horizons)
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,38 +64,35 @@ def _finalize(value: object) -> object:
     return md(value) if value is not None else ""
 
 
-@cache
-def _markdown_env() -> Environment:
+def _environment(**escaping: Any) -> Environment:
+    """What both report environments share: the templates, strict names, the shared sentences
+    (``w``) and formats (``fmt``); ``escaping`` says how each format escapes what it prints."""
     env = Environment(
         loader=PackageLoader("servediff.report", "templates"),
-        autoescape=False,
-        finalize=_finalize,
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
-        keep_trailing_newline=True,
+        **escaping,
     )
-    env.filters.update({k: _as_md(f) for k, f in fmt.FILTERS.items()})
-    env.filters.update(code=code, tok=tok, top2=top2)
     env.globals["w"] = wording
     env.globals["fmt"] = fmt
     return env
 
 
 @cache
+def _markdown_env() -> Environment:
+    env = _environment(autoescape=False, finalize=_finalize, keep_trailing_newline=True)
+    env.filters.update({k: _as_md(f) for k, f in fmt.FILTERS.items()})
+    env.filters.update(code=code, tok=tok, top2=top2)
+    return env
+
+
+@cache
 def _html_env() -> Environment:
-    env = Environment(
-        loader=PackageLoader("servediff.report", "templates"),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    env = _environment(autoescape=True)
     env.filters.update(fmt.FILTERS)
     env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
     env.globals["figures"] = _svg_figures
-    env.globals["w"] = wording
-    env.globals["fmt"] = fmt
     return env
 
 

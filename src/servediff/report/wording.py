@@ -24,6 +24,7 @@ from servediff.report.model import (
     FactorCell,
     FactorRow,
     ItemCauseView,
+    Report,
     Verdict,
 )
 
@@ -368,3 +369,18 @@ def coupled_identity(p: SampledPair) -> str:
         return "not coupled: the runs' base seeds or draws per item differ"
     what = "the same configuration twice" if p.kind == "control" else "same seed, two configurations"
     return f"{fmt.ratio(p.identical, p.compared)} draws byte-identical ({what})"
+
+
+def failed_checks(report: Report) -> list[str]:
+    """``compare --margin``'s checks, as lines naming what failed (none: exit 0): every control
+    deterministic, every scored pair non-inferior at the margin (fixed-n Newcombe)."""
+    bad = [
+        f"control {c.a} ({c.suite}): {c.verdict}"
+        for c in report.controls
+        if c.verdict in ("NOT deterministic", "seeds NOT honoured")
+    ]
+    pairs = [q for q in (report.quality.pairs if report.quality else ()) if q.kind == "pair"]
+    if not pairs:
+        bad.append("no pair of scored runs to judge at the margin")
+    bad += [f"{q.b} vs {q.a} ({q.suite}): {q.verdict}" for q in pairs if q.verdict != "non-inferior"]
+    return bad
