@@ -197,6 +197,12 @@ CASES: list[Case] = [
                "suite.jsonl:2: item 'b' message 1: 'role'"),
     suite_case("suite-message-extra-not-string", {"id": "b", "messages": [
         {"role": "user", "content": "hi", "name": 3}]}, "suite.jsonl:2: item 'b' message 1: 'name'"),
+    suite_case("suite-target-word", {"id": "b", "prompt": "x", "target": "seven"},
+               "suite.jsonl:2: item 'b': 'target' must be a number"),
+    suite_case("suite-target-bool", {"id": "b", "prompt": "x", "target": True},
+               "suite.jsonl:2: item 'b': 'target' must be a number"),
+    suite_case("suite-target-on-one-line", {"id": "b", "prompt": "x", "target": 7},
+               "suite.jsonl:2: give a 'target' on every line or on none"),
     suite_case("suite-id-null", {"id": None, "prompt": "x"}, "suite.jsonl:2: 'id' must be"),
     suite_case("suite-id-dict", {"id": {"n": 1}, "prompt": "x"}, "suite.jsonl:2: 'id' must be"),
     suite_case("suite-id-list", {"id": [1], "prompt": "x"}, "suite.jsonl:2: 'id' must be"),
