@@ -101,7 +101,7 @@ def test_broken_quantisation_fails_the_gate(
     assert main(next_gate(tmp_path, llama_server.base_url, q2k_server.base_url, "q2k")) == 1
     out = json.loads(capsys.readouterr().out)
     assert out["verdict"] == "fail" and out["determinism"]["status"] == "deterministic"
-    assert out["errors"] == 0 and out["looked_at"] < out["max_items"] == 40  # stopped early
+    assert out["errors"] == 0 and out["looked_at"] < out["max_items"] == 81  # stopped early
     last = out["checkpoints"][-1]
     assert last["high"] < -0.1 and out["tally"]["b"] > out["tally"]["c"]
     # The candidate really answered worse: every item counted against it is a completion whose
@@ -117,6 +117,7 @@ def test_broken_quantisation_fails_the_gate(
     assert cases["determinism"].find("failure") is None
     failure = cases["non-inferiority[one_digit_sums]"].find("failure")
     assert failure is not None and failure.get("type") == "fail"
+    assert "confidence sequence [" in (failure.get("message") or "")
     assert "fail" in (tmp_path / "gate.md").read_text().lower()
 
 
