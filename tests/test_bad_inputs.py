@@ -260,6 +260,8 @@ CASES: list[Case] = [
          "{d}/study.toml is a file, so", {"study.toml": experiment()}),
     Case("exp-out-is-a-file", ("experiment", "{d}/study.toml", "--check", "--out", "{d}/study.toml"),
          "--out: {d}/study.toml is a file, not a folder", {"study.toml": experiment()}),
+    Case("exp-bisect-without-factors", ("experiment", "{d}/study.toml", "--bisect", "--out", "{d}/o"),
+         "{d}/study.toml: --bisect needs [[factors]]", {"study.toml": experiment()}),
     # --- demo: its numeric options (a missing model: nothing would run on the old code either) --
     Case("demo-limit-0", ("demo", "--limit", "0", "--out", "{d}/o", "--model-path", "{d}/none.gguf"),
          "--limit: must be an integer >= 1"),
