@@ -18,8 +18,9 @@ from tests.helpers.stub_server import Reply, Request, always, chat_body, stub_se
 from tests.test_checkpoints import requantise
 
 SUMS = DATA_DIR / "sums.jsonl"
-# "What is A + B? Reply with the number only." (one digit each), target A + B: stock SmolLM2 answers
-# 18 of 20 right ("4 + 9 = 13"); requantised to Q2_K, 7 of 20 (it often recites its system prompt).
+# All 81 "What is A + B? Reply with the number only." (one digit each), target A + B. Measured
+# through llama_cpp.server, 16 tokens: on the gate's first 20 items stock SmolLM2 (Q4_1) answered 15
+# right ("4 + 9 = 13"), requantised to Q2_K 6 (it mostly recites its own system prompt instead).
 SUMS1 = DATA_DIR / "one_digit_sums.jsonl"
 
 
