@@ -30,12 +30,15 @@ def free_port() -> int:
 
 
 class LlamaServer:
-    """A running ``python -m llama_cpp.server``; ``extra`` are its extra CLI flags."""
+    """A running ``python -m llama_cpp.server``; ``extra`` are its extra CLI flags, ``model`` a
+    GGUF other than the shipped SmolLM2, ``threads`` its thread count (default: every core)."""
 
-    def __init__(self, extra: list[str], log: Path) -> None:
+    def __init__(
+        self, extra: list[str], log: Path, model: Path | None = None, threads: int | None = None
+    ) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.model = str(default_model_path())
+        self.model = str(model or default_model_path())
         argv = [
             sys.executable,
             "-m",
@@ -51,7 +54,7 @@ class LlamaServer:
             "--seed",
             "42",
             "--n_threads",
-            str(os.cpu_count() or 1),
+            str(threads or os.cpu_count() or 1),
             *extra,
         ]
         self.log = log  # the server's own output (its per-request perf lines among it)

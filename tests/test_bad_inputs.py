@@ -197,6 +197,12 @@ CASES: list[Case] = [
                "suite.jsonl:2: item 'b' message 1: 'role'"),
     suite_case("suite-message-extra-not-string", {"id": "b", "messages": [
         {"role": "user", "content": "hi", "name": 3}]}, "suite.jsonl:2: item 'b' message 1: 'name'"),
+    suite_case("suite-target-word", {"id": "b", "prompt": "x", "target": "seven"},
+               "suite.jsonl:2: item 'b': 'target' must be a number"),
+    suite_case("suite-target-bool", {"id": "b", "prompt": "x", "target": True},
+               "suite.jsonl:2: item 'b': 'target' must be a number"),
+    suite_case("suite-target-on-one-line", {"id": "b", "prompt": "x", "target": 7},
+               "suite.jsonl:2: give a 'target' on every line or on none"),
     suite_case("suite-id-null", {"id": None, "prompt": "x"}, "suite.jsonl:2: 'id' must be"),
     suite_case("suite-id-dict", {"id": {"n": 1}, "prompt": "x"}, "suite.jsonl:2: 'id' must be"),
     suite_case("suite-id-list", {"id": [1], "prompt": "x"}, "suite.jsonl:2: 'id' must be"),
@@ -254,6 +260,8 @@ CASES: list[Case] = [
          "{d}/study.toml is a file, so", {"study.toml": experiment()}),
     Case("exp-out-is-a-file", ("experiment", "{d}/study.toml", "--check", "--out", "{d}/study.toml"),
          "--out: {d}/study.toml is a file, not a folder", {"study.toml": experiment()}),
+    Case("exp-bisect-without-factors", ("experiment", "{d}/study.toml", "--bisect", "--out", "{d}/o"),
+         "{d}/study.toml: --bisect needs [[factors]]", {"study.toml": experiment()}),
     # --- demo: its numeric options (a missing model: nothing would run on the old code either) --
     Case("demo-limit-0", ("demo", "--limit", "0", "--out", "{d}/o", "--model-path", "{d}/none.gguf"),
          "--limit: must be an integer >= 1"),

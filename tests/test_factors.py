@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from servediff.compare.attribution import Cell, item_cause
+from servediff.cli import main
+from servediff.compare.attribution import Cell, item_cause, place
 from servediff.compare.study import compare_runs
 from servediff.experiment import ExperimentError, load_experiment, run_experiment
-from servediff.record import read_run
+from servediff.record import Run, read_run
 from tests.test_report_consistency import check as consistent
 
 HEAD = """\
@@ -142,15 +143,24 @@ def test_smallest_set_is_established_only_when_every_smaller_set_ran() -> None:
     assert masked.smallest == (("a",),) and masked.masked == ("a+b",)
 
 
-def test_attribution_agrees_with_each_factor_run_alone(tmp_path: Path) -> None:
-    """The design's attribution, against each factor run alone in an experiment of its own."""
-    exp = load_experiment(write(tmp_path, HEAD.format(design="") + FACTORS), output=tmp_path / "design")
-    outcome = run_experiment(exp, progress=False)
-    assert outcome.errors == 0 and len(outcome.ran) == 9
-    summary: dict[str, Any] = json.loads((tmp_path / "design" / "summary.json").read_text())
-    [att] = summary["attribution"]
-    assert att["control_deterministic"] is True and att["missing"] == []
-    cells = {c["label"]: c for c in att["cells"]}
+def test_bisection_descends_only_below_a_set_that_still_reproduces() -> None:
+    """Delta debugging from all three factors: only the subsets of a reproducing pair are asked for."""
+
+    def cell(on: tuple[str, ...], diverged: tuple[str, ...]) -> Cell:
+        return Cell("+".join(on), on, 1 - len(diverged), 1, 0, diverged, (), None, None, 0, None)
+
+    names = ("a", "b", "c")
+    first = item_cause("x", [cell(names, ("x",))], names)
+    assert not first.established and first.untried == (("a", "b"), ("a", "c"), ("b", "c"))
+    pairs = [cell(names, ("x",)), cell(("a", "b"), ("x",)), cell(("a", "c"), ()), cell(("b", "c"), ())]
+    second = item_cause("x", pairs, names)
+    assert second.smallest == (("a", "b"),) and second.untried == (("a",), ("b",))  # never (c,)
+    third = item_cause("x", [*pairs, cell(("a",), ()), cell(("b",), ())], names)
+    assert third.established and third.smallest == (("a", "b"),)
+
+
+def alone_runs(tmp_path: Path) -> dict[str, Run]:
+    """The control and each factor alone, as configurations of their own (no design): by label."""
     alone = "".join(
         f'\n[[configurations]]\nlabel = "only-{n}"\nknobs = {{ threads = 1, {k} }}\n'
         for n, k in (
@@ -163,9 +173,21 @@ def test_attribution_agrees_with_each_factor_run_alone(tmp_path: Path) -> None:
         write(tmp_path, HEAD.format(design="") + alone, "alone.toml"), output=tmp_path / "alone"
     )
     run_experiment(separate, progress=False)
-    runs = {
+    return {
         p.parent.name.split(".")[0]: read_run(p) for p in (tmp_path / "alone" / "runs").glob("*/*.r1.jsonl")
     }
+
+
+def test_attribution_agrees_with_each_factor_run_alone(tmp_path: Path) -> None:
+    """The design's attribution, against each factor run alone in an experiment of its own."""
+    exp = load_experiment(write(tmp_path, HEAD.format(design="") + FACTORS), output=tmp_path / "design")
+    outcome = run_experiment(exp, progress=False)
+    assert outcome.errors == 0 and len(outcome.ran) == 9
+    summary: dict[str, Any] = json.loads((tmp_path / "design" / "summary.json").read_text())
+    [att] = summary["attribution"]
+    assert att["control_deterministic"] is True and att["missing"] == []
+    cells = {c["label"]: c for c in att["cells"]}
+    runs = alone_runs(tmp_path)
     causes = {i["item_id"]: i for i in att["items"]}
     for factor in ("flash_attn", "prompt_lookup", "kv_q8"):
         own = compare_runs(runs["stock"], runs[f"only-{factor}"], "pair")
@@ -214,3 +236,52 @@ knobs = { prefix_cache = true }
     stock = read_run(next((tmp_path / "out" / "runs").glob("stock.*/*.jsonl")))
     assert {i.metadata["engine"]["cached_prompt_tokens"] for i in stock.items.values()} == {0}
     assert "was not repeated" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_bisect_runs_only_the_combinations_that_settle_each_item(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Design "all" runs the control and all three factors together; --bisect narrows every
+    divergence down by delta debugging, and its answer agrees with each factor run alone."""
+    study = write(tmp_path, HEAD.format(design='design = "all"') + FACTORS)
+    argv = ["experiment", str(study), "--out", str(tmp_path / "b"), "--bisect", "--no-progress"]
+    assert main(argv) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("bisect:"))
+    [att] = json.loads((tmp_path / "b" / "summary.json").read_text())["attribution"]
+    assert att["items"], "nothing diverged under all three factors: nothing to bisect"
+    assert all(i["established"] for i in att["items"]) and "0 still an upper bound" in line
+    # Every combination's divergences from the control, from the records.
+    records = [read_run(p) for p in (tmp_path / "b" / "runs").glob("*/*.r1.jsonl")]
+    on = {r.label: where.on for r in records if (where := place(r)) is not None}
+    control = next(r for r in records if on[r.label] == ())
+    diverged = {
+        on[r.label]: {d.item_id for d in compare_runs(control, r, "pair").divergences}
+        for r in records
+        if on[r.label]
+    }
+    full = ("flash_attn", "prompt_lookup", "kv_q8")
+    added = [s for s in diverged if s != full]
+    assert f"{len(added)} combination(s) run beyond the design" in line
+    # Only what was needed: each added set is one factor short of a set that reproduced an item.
+    for s in added:
+        assert any(len(t) == len(s) + 1 and set(s) < set(t) and diverged[t] for t in diverged), s
+    assert len(added) <= 6  # at most the pairs and singles, each once
+    # The answer agrees with each factor run alone, in an experiment of its own.
+    runs = alone_runs(tmp_path)
+    alone = {
+        f: {d.item_id for d in compare_runs(runs["stock"], runs[f"only-{f}"], "pair").divergences}
+        for f in full
+    }
+    for item in att["items"]:
+        for smallest in item["smallest"]:
+            if len(smallest) == 1:
+                assert item["item_id"] in alone[smallest[0]]
+            else:  # needs them together: none of them alone changes the item
+                assert all(item["item_id"] not in alone[f] for f in smallest)
+    for s in added:
+        if len(s) == 1:
+            assert diverged[s] == alone[s[0]]
+    # A second --bisect resumes: every run is read, none is made again.
+    before = {p: p.read_bytes() for p in (tmp_path / "b" / "runs").glob("*/*.jsonl")}
+    assert main(argv) == 0
+    assert {p: p.read_bytes() for p in (tmp_path / "b" / "runs").glob("*/*.jsonl")} == before

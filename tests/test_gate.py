@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
+import llama_cpp
 import pytest
 
 from servediff.cli import main
 from tests.conftest import DATA_DIR, LlamaServer
-from tests.helpers.stub_server import always, stub_server
+from tests.helpers.stub_server import Reply, Request, always, chat_body, stub_server
+from tests.test_checkpoints import requantise
 
 SUMS = DATA_DIR / "sums.jsonl"
+# All 81 "What is A + B? Reply with the number only." (one digit each), target A + B. Measured
+# through llama_cpp.server, 16 tokens: on the gate's first 20 items stock SmolLM2 (Q4_1) answered 15
+# right ("4 + 9 = 13"), requantised to Q2_K 6 (it mostly recites its own system prompt instead).
+SUMS1 = DATA_DIR / "one_digit_sums.jsonl"
 
 
 def gate(tmp_path: Path, url_a: str, url_b: str, *extra: str) -> list[str]:
@@ -66,3 +75,80 @@ def test_same_labels_are_a_usage_error(capsys: pytest.CaptureFixture[str]) -> No
     argv = ["gate", "--base-url-a", "http://127.0.0.1:9", "--base-url-b", "http://127.0.0.1:9"]
     assert main([*argv, "--label-a", "x", "--label-b", "x"]) == 2
     assert "labelled" in capsys.readouterr().err
+
+
+def next_gate(tmp_path: Path, url_a: str, url_b: str, label_b: str) -> list[str]:
+    return [
+        "gate", "--base-url-a", url_a, "--base-url-b", url_b, "--label-a", "stock",
+        "--label-b", label_b, "--suite", str(SUMS1), "--max-tokens", "16", "--margin", "0.1",
+        "--alpha", "0.05", "--batch", "5", "--out", str(tmp_path / "runs"), "--no-progress",
+        "--junit", str(tmp_path / "gate.xml"), "--md", str(tmp_path / "gate.md"), "--json",
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def q2k_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """The same model requantised from Q4_1 to Q2_K: a checkpoint the quantisation broke."""
+    folder = tmp_path_factory.mktemp("q2k")
+    model = requantise(folder / "SmolLM2-135M-Instruct.Q2_K.gguf", llama_cpp.LLAMA_FTYPE_MOSTLY_Q2_K)
+    server = LlamaServer([], folder / "server.log", model=model, threads=1)
+    yield server
+    server.stop()
+
+
+def test_broken_quantisation_fails_the_gate(
+    llama_server: LlamaServer, q2k_server: LlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(next_gate(tmp_path, llama_server.base_url, q2k_server.base_url, "q2k")) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "fail" and out["determinism"]["status"] == "deterministic"
+    assert out["errors"] == 0 and out["looked_at"] < out["max_items"] == 81  # stopped early
+    last = out["checkpoints"][-1]
+    assert last["high"] < -0.1 and out["tally"]["b"] > out["tally"]["c"]
+    # The candidate really answered worse: every item counted against it is a completion whose
+    # number is not the target, while the control's is.
+    rows = {}
+    for label in ("stock", "q2k"):
+        lines = (tmp_path / "runs" / f"{label}.one_digit_sums.jsonl").read_text().splitlines()[1:]
+        rows[label] = {r["id"]: r for r in map(json.loads, lines)}
+    lost = [i for i in rows["q2k"] if rows["stock"][i]["correct"] and not rows["q2k"][i]["correct"]]
+    assert len(lost) == out["tally"]["b"]
+    assert all(rows["q2k"][i]["error"] is None and rows["q2k"][i]["text"] for i in lost)
+    cases = {c.get("name"): c for c in ET.parse(tmp_path / "gate.xml").getroot().iter("testcase")}
+    assert cases["determinism"].find("failure") is None
+    failure = cases["non-inferiority[one_digit_sums]"].find("failure")
+    assert failure is not None and failure.get("type") == "fail"
+    assert "confidence sequence [" in (failure.get("message") or "")
+    assert "fail" in (tmp_path / "gate.md").read_text().lower()
+
+
+def _right_or_400(request: Request) -> Reply:
+    """Every third request refused; the rest answered right."""
+    if request.index % 3 == 0:
+        return 400, '{"error": "refused"}', 0.0
+    a, b = re.findall(r"\d+", request.body["messages"][-1]["content"])
+    return 200, chat_body(str(int(a) + int(b))), 0.0
+
+
+def test_errored_items_do_not_count_against_a_candidate_that_answers_right(
+    llama_server: LlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Counted as wrong, a third of the candidate's items would fail it; left out, it passes."""
+    with stub_server(_right_or_400) as (url, sent):
+        code = main(next_gate(tmp_path, llama_server.base_url, url, "flaky"))
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["verdict"] == "pass"
+    assert out["errors"] == sent.count(400) > 0
+    assert out["tally"]["b"] == 0 and out["tally"]["n"] + out["errors"] == out["looked_at"]
+
+
+def test_the_readme_ci_example_parses_with_the_current_flags() -> None:
+    """The GitHub Actions example in the README is a command users copy: it must stay valid."""
+    from servediff.cli_args import build_parser
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = text.split("# .github/workflows/quality-gate.yml", 1)[1].split("```", 1)[0]
+    lines = block[block.index("servediff gate") :].splitlines()
+    command = " ".join(line.strip() for line in lines[: next(i for i, x in enumerate(lines) if "- if:" in x)])
+    args = build_parser().parse_args(shlex.split(command)[1:])
+    assert args.command == "gate" and args.junit == Path("gate.xml") and args.margin == 0.02

@@ -311,6 +311,12 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         for line in lines:
             print(line)
         return 0
+    if args.bisect:
+        from servediff.experiment.bisection import bisect, summary
+
+        found = bisect(args.file, output=args.out, progress=not args.no_progress)
+        print(summary(found))
+        return _finish_experiment(found.outcome)
     return _finish_experiment(run_experiment(exp, progress=not args.no_progress))
 
 

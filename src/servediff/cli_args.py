@@ -375,6 +375,11 @@ def _add_experiment(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("file", type=Path, help="experiment file (TOML)")
     p.add_argument("--out", type=output_folder, help="output folder (default: the file's 'output')")
     p.add_argument("--check", action="store_true", help="validate the file and list its runs; run nothing")
+    p.add_argument(
+        "--bisect",
+        action="store_true",
+        help="with [[factors]]: also run the combinations that settle each divergence's smallest cause",
+    )
     p.add_argument("--no-progress", action="store_true")
 
 

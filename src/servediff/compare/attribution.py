@@ -9,9 +9,10 @@ from the records alone, every combination is compared with the control on the sa
 - per factor, what it does alone (+F against the control) and what its removal prevents
   (items that diverge with every factor on and not with all but F);
 - per diverging item, the smallest set of factors that reproduces its divergence, found over
-  the combinations already run, as delta debugging would narrow it: a set is *established* when
-  every set one factor smaller was run and left the item identical to the control; otherwise it
-  is an upper bound, and the sets that would settle it are listed (they were not run);
+  the combinations already run, as delta debugging would narrow it: a set is *established*
+  (settled: 1-minimal, in delta debugging's terms) when every set one factor smaller was run and
+  left the item identical to the control; otherwise it is an upper bound, and the sets that would
+  settle it are listed (not run; ``experiment.bisection`` runs them on request);
 - interactions: items whose established smallest set has two or more factors, i.e. that diverge
   only when those factors are on together.
 
@@ -37,9 +38,12 @@ FactorSet = tuple[str, ...]
 def design_sets(kind: str, names: Sequence[str]) -> list[FactorSet]:
     """The factor sets a design runs besides the control's empty set, each in factor order:
     ``factorial`` every combination; ``one-at-a-time`` each factor alone, all minus each one
-    and all of them (with three factors, that is every combination too)."""
+    and all of them (with three factors, that is every combination too); ``all`` all of them
+    only."""
     names = tuple(names)
     n = len(names)
+    if kind == "all":  # the tuned configuration alone: ``--bisect`` narrows its divergences down
+        return [names]
     if kind == "factorial":
         sets = [c for k in range(1, n + 1) for c in itertools.combinations(names, k)]
     else:

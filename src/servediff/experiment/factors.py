@@ -10,6 +10,11 @@ variables for its process. The design says which combinations run:
 - ``one-at-a-time``: the control, each factor alone (``+NAME``), all factors minus each one
   (``all-NAME``) and all of them (``all``). With three factors that is every combination.
 - ``factorial``: every combination (at most 4 factors, 16 configurations).
+- ``all``: the control and all factors together; ``servediff experiment FILE --bisect`` then
+  runs only the combinations needed to find each divergence's smallest cause (delta debugging).
+
+``--bisect`` works with any design: the combinations it adds are ``Design.extra``, expanded like
+the design's own, so they resume and verify as any configuration does.
 
 Each combination becomes an ordinary configuration (same runs, resume and verification as any
 other), labelled by the factors it turns on, and its run headers name them, so the attribution
@@ -26,7 +31,7 @@ from servediff.compare.attribution import design_sets
 from servediff.experiment.source import Source, check_keys
 
 FACTOR_KEYS = ("name", "knobs", "args", "env")
-DESIGNS = ("one-at-a-time", "factorial")
+DESIGNS = ("one-at-a-time", "factorial", "all")
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 MAX_FACTORIAL = 4  # 16 configurations: beyond that, one factor at a time
 MAX_ONE_AT_A_TIME = 8
@@ -50,9 +55,10 @@ class Factor:
 
 @dataclass(frozen=True, slots=True)
 class Design:
-    kind: str  # "one-at-a-time" or "factorial"
+    kind: str  # "one-at-a-time", "factorial" or "all"
     control: str  # the configuration every factor changes
     factors: tuple[Factor, ...]
+    extra: tuple[tuple[str, ...], ...] = ()  # further combinations, added by --bisect
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -60,7 +66,9 @@ class Design:
 
     def combinations(self) -> list[tuple[str, ...]]:
         """The factor sets to run, without the control's empty set, each in factor order."""
-        return design_sets(self.kind, self.names)
+        order = {n: i for i, n in enumerate(self.names)}
+        extra = [tuple(sorted(s, key=order.__getitem__)) for s in self.extra if s]
+        return list(dict.fromkeys([*design_sets(self.kind, self.names), *extra]))
 
     def label(self, on: tuple[str, ...]) -> str:
         names = self.names

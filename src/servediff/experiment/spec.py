@@ -164,8 +164,11 @@ class Experiment:
 
 
 # --- parsing -----------------------------------------------------------------------------------
-def load_experiment(path: Path, output: Path | None = None) -> Experiment:
-    """Read and validate an experiment file. ``output`` overrides the file's ``output``."""
+def load_experiment(
+    path: Path, output: Path | None = None, extra: tuple[tuple[str, ...], ...] = ()
+) -> Experiment:
+    """Read and validate an experiment file. ``output`` overrides the file's ``output``;
+    ``extra`` are factor combinations to run beyond the file's design (``--bisect``)."""
     path = Path(path)
     try:
         text = read_utf8(path)
@@ -177,10 +180,16 @@ def load_experiment(path: Path, output: Path | None = None) -> Experiment:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ExperimentError(f"{path}: not valid TOML: {exc}") from exc
-    return parse_experiment(raw, path, text, output)
+    return parse_experiment(raw, path, text, output, extra)
 
 
-def parse_experiment(raw: dict[str, Any], path: Path, text: str, output: Path | None = None) -> Experiment:
+def parse_experiment(
+    raw: dict[str, Any],
+    path: Path,
+    text: str,
+    output: Path | None = None,
+    extra: tuple[tuple[str, ...], ...] = (),
+) -> Experiment:
     src = Source(path, text)
     check_keys(src, raw, TOP_KEYS, "the experiment")
     model = raw.get("model")
@@ -206,6 +215,8 @@ def parse_experiment(raw: dict[str, Any], path: Path, text: str, output: Path | 
         raise src.error(f"control {control!r} is not a configuration label ({labels})", src.line("control"))
     design = parse_design(src, raw, control)
     notes: tuple[str, ...] = ()
+    if design is not None and extra:
+        design = dataclasses.replace(design, extra=extra)
     if design is not None:
         configs, notes = _expand(src, design, raw, configs, shared_of(model, model_path, sampling))
     repeats = integer(src, raw.get("control_repeats", 1), "control_repeats", src.line("control_repeats"), 0)

@@ -34,10 +34,12 @@ def document(g: GateReport) -> ET.ElementTree:
     else:
         outcome = {"deterministic": None, "NOT deterministic": "failure"}.get(d.status, "error")
         _case(suite, "determinism", outcome, d.status, text)
-    low = fmt.spp(g.checkpoints[-1].low) if g.checkpoints else "-"
+    last = g.checkpoints[-1] if g.checkpoints else None
+    # both bounds: a pass is decided by the lower one, a fail by the upper one
+    bounds = f"[{fmt.spp(last.low)}, {fmt.spp(last.high)}] pp" if last else "-"
     text = (
         f"{g.verdict}: {g.b} vs {g.a} at a {fmt.pp(g.margin)} pp margin, alpha {g.alpha}; "
-        f"{g.tally.n} paired items, delta {fmt.spp(g.tally.delta)} pp, lower bound {low} pp; "
+        f"{g.tally.n} paired items, delta {fmt.spp(g.tally.delta)} pp, confidence sequence {bounds}; "
         f"{g.errors} errored item(s) left out"
     )
     outcome = None if g.verdict == "pass" else "error" if g.exit_code == 2 else "failure"

@@ -252,14 +252,24 @@ def factor_set(on: tuple[str, ...]) -> str:
 
 
 def attribution_intro(a: AttributionView) -> str:
+    design = "An all-factors" if a.design == "all" else f"A {a.design}"
     return (
-        f"A {a.design} design over {len(a.factors)} factor(s) ({', '.join(a.factors)}), each a named change "
+        f"{design} design over {len(a.factors)} factor(s) ({', '.join(a.factors)}), each a named change "
         f"to the control {a.control}: every combination that ran is compared with the control's first run "
         "on the same items. A factor's removal prevents a divergence when the item diverges with every "
-        "factor on and not with all but that one. An item's smallest factor set is established when every "
-        "set one factor smaller was run and left it identical to the control; otherwise it is an upper "
-        "bound, and the sets that would settle it were not run (servediff does not run them by itself)."
+        "factor on and not with all but that one. An item's smallest factor set is settled (established) "
+        "when every set one factor smaller was run and left it identical to the control; otherwise it is "
+        "an upper bound, and the sets that would settle it were not run (servediff experiment FILE "
+        f"--bisect runs them). {settled_count(a)}"
     )
+
+
+def settled_count(a: AttributionView) -> str:
+    settled = sum(1 for i in a.items if i.established)
+    if not a.items:
+        return "No item diverged."
+    bounds = len(a.items) - settled
+    return f"Of the {len(a.items)} diverging item(s), {settled} settled and {bounds} upper bound(s)."
 
 
 def control_caveat(a: AttributionView) -> str:
@@ -280,8 +290,8 @@ def cause(i: ItemCauseView) -> str:
     sets = " or ".join(factor_set(s) for s in i.smallest)
     if i.established:
         together = any(len(s) > 1 for s in i.smallest)
-        return f"{sets} ({'needs them together; ' if together else ''}established)"
-    return f"{sets} at most (not run: {'; '.join(factor_set(s) for s in i.untried)})"
+        return f"{sets} ({'needs them together; ' if together else ''}settled)"
+    return f"{sets} at most (upper bound; not run: {'; '.join(factor_set(s) for s in i.untried)})"
 
 
 def cached(c: FactorCell) -> str:

@@ -2,11 +2,16 @@
 
     servediff run --suite prompts ...            # the built-in suite
     servediff run --suite my_prompts.jsonl ...   # one {"id", "prompt" | "messages"} per line
+    servediff gate --suite my_sums.jsonl ...     # ... and a numeric "target" on every line: scored
 
 The built-in prompts are short, open-ended chat requests whose answers run for a few hundred
 tokens: long completions give a near-tie many chances to flip, which is what the study needs.
 They span code, SQL, arithmetic, regex, translation, explanation and verse so that both
 low-entropy (code, arithmetic) and high-entropy (verse) text is covered.
+
+A user suite whose every line also has a numeric ``target`` is scored, by GSM8K's rule (the number
+after the last ``####``, else the last number in the reply, normalised): a quality gate can then
+run on a handful of the user's own short-answer items, not only on GSM8K or MMLU.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from servediff.hashing import file_sha256
+from servediff.suites import gsm8k
 from servediff.suites.base import Suite, content_sha256, json_lines
 from servediff.types import Sample
 
@@ -75,16 +81,21 @@ def from_jsonl(path: Path) -> Suite:
             raise ValueError(f"{path}:{lineno}: {exc}") from None
         if sample.id in seen:
             raise ValueError(f"{path}:{lineno}: duplicate id {sample.id!r}")
+        if samples and (sample.target is None) != (samples[0].target is None):
+            # half a scored suite would score the rest as wrong, or silently not at all
+            raise ValueError(f"{path}:{lineno}: give a 'target' on every line or on none")
         seen.add(sample.id)
         samples.append(sample)
     if not samples:
         raise ValueError(f"{path}: no items")
+    scored = samples[0].target is not None
     return Suite(
         name=path.stem,
         version="file",
         samples=tuple(samples),
         data_sha256=file_sha256(path),
         source=str(path),
+        scorer=gsm8k.score if scored else None,  # a numeric target, read as GSM8K's answers are
     )
 
 
@@ -107,8 +118,19 @@ def suite_item(row: Any) -> Sample:
             raise ValueError(
                 f"item {item_id!r}: 'prompt' must be a non-empty string, got {_kind(row['prompt'])}"
             )
-        return Sample(id=str(item_id), prompt=row["prompt"])
-    return Sample(id=str(item_id), messages=_messages(item_id, row["messages"]))
+        return Sample(id=str(item_id), prompt=row["prompt"], target=_target(item_id, row))
+    return Sample(id=str(item_id), messages=_messages(item_id, row["messages"]), target=_target(item_id, row))
+
+
+def _target(item_id: object, row: dict[str, Any]) -> str | None:
+    """The line's numeric answer, normalised as replies are (None: the line has none)."""
+    if "target" not in row:
+        return None
+    value = row["target"]
+    number = None if isinstance(value, bool) else gsm8k.normalise(str(value))
+    if not isinstance(value, (str, int, float)) or number is None:
+        raise ValueError(f"item {item_id!r}: 'target' must be a number, got {_kind(value)}")
+    return number
 
 
 def _messages(item_id: object, messages: Any) -> tuple[dict[str, str], ...]:
