@@ -17,6 +17,7 @@ from servediff.engines import EngineError
 from servediff.engines.factory import EngineSpec, make_engine
 from servediff.engines.knobs import CONFIGS
 from servediff.engines.llamacpp import LlamaCppEngine
+from servediff.engines.openai_http import HTTPOptions
 from servediff.record import read_run
 from servediff.scoring import scoring_suite
 
@@ -124,5 +125,5 @@ def test_bad_corpus_and_non_scoring_engine_are_clear_errors(
     bad.write_text('{"text": "fine"}\n{"txt": "no"}\n')
     assert main(["run", "--score", str(bad), "--out", str(tmp_path / "o.jsonl")]) == 2
     assert f"{bad}:2" in capsys.readouterr().err
-    with pytest.raises(EngineError, match=r"embedded llama\.cpp"):
-        make_engine(EngineSpec("h", http=None, hf=object(), scoring=True))  # type: ignore[arg-type]
+    with pytest.raises(EngineError, match="in-process engine"):
+        make_engine(EngineSpec("h", http=HTTPOptions(base_url="http://127.0.0.1:9"), scoring=True))

@@ -77,8 +77,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.temperature == 0 and (args.samples > 1 or args.top_p < 1 or args.top_k):
         # Greedy draws would all be the same text: the control repeat measures that instead.
         raise UsageError("--samples, --top-p and --top-k need --temperature > 0")
-    if args.engine == "hf" and args.temperature > 0:  # refused before a record is started
-        raise UsageError("the hf engine decodes greedily: sampled runs need --engine llamacpp or http")
     if args.score:
         from servediff.scoring import scoring_suite
 

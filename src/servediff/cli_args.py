@@ -93,7 +93,7 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
     g.add_argument(
         "--score",
         metavar="CORPUS",
-        help="score fixed sequences instead of generating (teacher forcing; embedded llama.cpp): "
+        help="score fixed sequences instead of generating (teacher forcing; llamacpp or hf engine): "
         "a run record (its completions, on-policy), gsm8k (solutions from --data), or a .txt/.jsonl "
         "file of texts; records the top-k (--top-logprobs, default 20) at every position",
     )

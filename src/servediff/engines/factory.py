@@ -46,7 +46,7 @@ class EngineSpec:
     # Added to an HTTP engine's identity (an experiment's launch command, profile, claims).
     annotations: Mapping[str, Any] = field(default_factory=dict)
     server_version: str | None = None  # recorded when the server itself exposes none
-    # Teacher-forced scoring instead of generation (embedded llama.cpp only, so far).
+    # Teacher-forced scoring instead of generation (the in-process engines, so far).
     scoring: bool = False
 
     @property
@@ -60,12 +60,10 @@ class EngineSpec:
 
 def make_engine(spec: EngineSpec) -> Engine:
     """A fresh engine: a repeat must not inherit the previous run's KV state."""
-    if spec.scoring and spec.llama is None:
+    if spec.scoring and spec.http is not None:
         from servediff.engines import EngineError
 
-        raise EngineError(
-            f"{spec.label}: scoring runs need the embedded llama.cpp engine (--engine llamacpp)"
-        )
+        raise EngineError(f"{spec.label}: scoring runs need an in-process engine (--engine llamacpp or hf)")
     return _http(spec) if spec.http is not None else _in_process(spec)
 
 
@@ -88,7 +86,7 @@ def _in_process(spec: EngineSpec) -> LlamaCppEngine | HFEngine:
     from servediff.engines.hf import HFEngine
 
     assert spec.hf is not None
-    return HFEngine(spec.hf, model_path=spec.model_path, label=spec.label)
+    return HFEngine(spec.hf, model_path=spec.model_path, label=spec.label, scoring=spec.scoring)
 
 
 def _http(spec: EngineSpec) -> HTTPEngine:

@@ -2,9 +2,11 @@
 
     servediff run --engine hf --device cuda --dtype bf16 --batch-size 20 --out runs/batched.jsonl
 
-Greedy ``model.generate`` over batches of left-padded prompts. Token ids come from the
-generation itself, and per-token top-k logprobs from ``output_logits``: the very logits whose
-argmax chose each token (for assisted generation, the verification pass's logits). Models load
+``model.generate`` over batches of left-padded prompts, greedy or sampled (``hf_sampler``: one
+seeded generator per draw). Token ids come from the generation itself, and per-token top-k
+logprobs from ``output_logits``: the very logits that chose each token (for assisted generation,
+the verification pass's logits). A scoring run (``--score``) instead reads every position of
+fixed sequences in one forward pass each (``hf_score``). Models load
 from a local folder or a GGUF file (transformers' GGUF loader, which needs ``gguf``); the default
 is the embedded SmolLM2-135M-Instruct GGUF.
 """
@@ -16,11 +18,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from servediff.engines import Closing, EngineError, OnDone, ProbeResult
 from servediff.engines.hf_identity import software_identity, torch_device, weights_sha256
 from servediff.engines.hf_knobs import HFKnobs
+from servediff.engines.hf_sampler import SeededSampler
+from servediff.engines.hf_score import completion, log_softmax_rows, scored
 from servediff.engines.knobs import default_model_path
 from servediff.types import Completion, Sample, SamplingParams, TokenLogprob
 
@@ -98,9 +103,13 @@ class HFEngine(Closing):
 
     kind = "hf"
 
-    def __init__(self, knobs: HFKnobs, model_path: Path | None = None, label: str = "") -> None:
+    def __init__(
+        self, knobs: HFKnobs, model_path: Path | None = None, label: str = "", scoring: bool = False
+    ) -> None:
         self.knobs = knobs
         self.label = label
+        # Scoring reads the logits of every position of a fixed sequence (teacher forcing).
+        self.scoring = scoring
         self.model_path = Path(model_path) if model_path else default_model_path()
         self.device = torch_device(knobs.device)
         dtype = TORCH_DTYPES[knobs.dtype]
@@ -120,7 +129,7 @@ class HFEngine(Closing):
         # On a GPU the first generate() pays once for kernel loading, library handles and the
         # allocator's growth (seen: ~10 s on an H200); a short dummy call did not cover it. So
         # the first batch is generated once, untimed and discarded, before the timed runs:
-        # greedy output does not depend on an earlier call.
+        # the output does not depend on an earlier call (greedy, or sampled with per-draw seeds).
         if self.device != "cpu" and not self.warmed_up:
             self._batch(batch, params)
         self.warmed_up = True
@@ -136,12 +145,16 @@ class HFEngine(Closing):
             "stop_token_ids": self.stops,
             "pad_token_id": self.pad_id,
             "generation": {
-                "greedy": True,
+                # Temperature 0: greedy. Above: hf_sampler, one generator per draw, re-seeded at
+                # every position from the draw's seed and the position.
+                "sampler": "per-draw torch.Generator, seeded per position",
                 "prompt_lookup_max_ngram": 2,
                 # On a GPU the first batch is generated once, untimed, before the timed run.
                 "warm_up": "first batch, untimed" if self.device != "cpu" else "none",
             },
             "hardware": self._env,
+            # A scoring run is a different run from a generation run of the same knobs.
+            **({"mode": "score"} if self.scoring else {}),
         }
 
     def prompt_ids(self, sample: Sample) -> list[int]:
@@ -155,7 +168,7 @@ class HFEngine(Closing):
             ids = self.tok(sample.prompt or "")["input_ids"]
         return ids
 
-    def _gen_kwargs(self, max_tokens: int, logits: bool) -> dict[str, Any]:
+    def _gen_kwargs(self, max_tokens: int, logits: bool, sampler: SeededSampler | None) -> dict[str, Any]:
         import transformers
 
         k = self.knobs
@@ -170,15 +183,15 @@ class HFEngine(Closing):
             output_logits=logits,
             prompt_lookup_num_tokens=k.prompt_lookup or None,
         )
-        extra = {"assistant_model": self.draft} if self.draft is not None else {}
+        extra: dict[str, Any] = {"assistant_model": self.draft} if self.draft is not None else {}
+        if sampler is not None:  # greedy over the sampler's one finite score: the drawn token
+            extra["logits_processor"] = transformers.LogitsProcessorList([sampler])
         return {"generation_config": cfg, **extra}
 
     def generate(self, samples: Sequence[Sample], params: SamplingParams, on_done: OnDone) -> None:
-        if params.temperature != 0:
-            raise EngineError(
-                "the hf engine decodes greedily: temperature must be 0 (sampled runs need the "
-                "llamacpp or http engine)"
-            )
+        if self.scoring:  # an engine built for scoring scores its items instead of generating
+            self.score(samples, params, on_done)
+            return
         torch.manual_seed(params.seed)
         n = self.knobs.batch_size
         for b, start in enumerate(range(0, len(samples), n)):
@@ -207,7 +220,11 @@ class HFEngine(Closing):
         prompts = [self.prompt_ids(s) for s in batch]
         ids, mask = left_pad(prompts, self.pad_id)
         ids_d, mask_d = ids.to(self.device), mask.to(self.device)
-        kwargs = self._gen_kwargs(params.max_tokens, params.logprobs)
+        sampler = None
+        if params.sampled:
+            seeds = [params.seed_for(s) for s in batch]
+            sampler = SeededSampler(seeds, ids.shape[1], params, self.device)
+        kwargs = self._gen_kwargs(params.max_tokens, params.logprobs, sampler)
         synchronize(self.device)
         t0 = time.perf_counter()
         with torch.inference_mode():
@@ -251,6 +268,76 @@ class HFEngine(Closing):
             )
             for i, t in enumerate(ids)
         ]
+
+    def score_tokens(self, sample: Sample) -> tuple[list[int], list[int]]:
+        """(context, continuation) of a scoring item, as the embedded engine splits it: an
+        on-policy item's rendered prompt and the control's completion ids, or a text after BOS."""
+        ids = sample.metadata.get("continuation_ids")
+        if ids is not None:
+            return self.prompt_ids(sample), [int(t) for t in ids]
+        bos = self.tok.bos_token_id
+        if bos is None:
+            raise EngineError("the tokenizer names no BOS token to score a text after")
+        tokens: list[int] = self.tok(sample.prompt or "", add_special_tokens=False)["input_ids"]
+        return [int(bos)], tokens
+
+    def _check_length(self, context: Sequence[int], continuation: Sequence[int]) -> None:
+        limit = int(getattr(self.model.config, "max_position_embeddings", 0) or 0)
+        n = len(context) + len(continuation)
+        if not context or not continuation or (limit and n > limit):
+            raise ValueError(
+                f"{len(context)} context + {len(continuation)} scored tokens: need 1 to {limit} in all"
+            )
+
+    def score_matrix(self, context: Sequence[int], continuation: Sequence[int]) -> np.ndarray:
+        """Full-vocabulary log-softmax (continuation × vocabulary, float64) predicting each
+        continuation token from everything before it, in one teacher-forced pass at batch 1."""
+        self._check_length(context, continuation)
+        (row,) = log_softmax_rows(self.model, [(context, continuation)], self.pad_id, self.device)
+        out: np.ndarray = row.cpu().numpy()
+        return out
+
+    def score(self, samples: Sequence[Sample], params: SamplingParams, on_done: OnDone) -> None:
+        """Teacher-forced scoring, ``knobs.batch_size`` sequences per forward pass: at every
+        continuation position the top-k (k = ``params.top_logprobs``) and the logprob of the
+        text's own next token; nothing generated."""
+        k, n = max(params.top_logprobs, 1), self.knobs.batch_size
+        for b, start in enumerate(range(0, len(samples), n)):
+            batch = samples[start : start + n]
+            synchronize(self.device)
+            t0 = time.perf_counter()
+            done = self._scored_batch(batch, k)
+            synchronize(self.device)
+            wall = time.perf_counter() - t0
+            for c in done:
+                c.latency_s = wall  # every item of a batch waits for the whole batch
+                meta = {"batch": b, "batch_items": len(batch), "batch_wall_s": wall}
+                c.engine_meta = {**(c.engine_meta or {}), **meta}
+                on_done(c)
+
+    def _scored_batch(self, batch: Sequence[Sample], k: int) -> list[Completion]:
+        """One batch's completions; an item that cannot be scored (too long, empty) is recorded
+        as an error alone, a failed forward pass on each item of the batch."""
+        pairs: dict[str, tuple[list[int], list[int]]] = {}
+        out: dict[str, Completion] = {}
+        for s in batch:
+            try:
+                pairs[s.id] = self.score_tokens(s)
+                self._check_length(*pairs[s.id])
+            except Exception as exc:
+                pairs.pop(s.id, None)
+                out[s.id] = Completion(item_id=s.id, error=f"{type(exc).__name__}: {exc}")
+        if not pairs:
+            return [out[s.id] for s in batch]
+        try:
+            rows = log_softmax_rows(self.model, list(pairs.values()), self.pad_id, self.device)
+            for (item_id, (ctx, cont)), logp in zip(pairs.items(), rows):
+                c = out[item_id] = completion(item_id, len(ctx), cont, scored(logp, cont, k), self._piece)
+                c.text = self.tok.decode(cont, skip_special_tokens=False)
+        except Exception as exc:  # a failed pass is recorded on each of its items
+            for item_id in pairs:
+                out[item_id] = Completion(item_id=item_id, error=f"{type(exc).__name__}: {exc}")
+        return [out[s.id] for s in batch]
 
     def _piece(self, token: int) -> str:
         piece = self._pieces.get(token)
