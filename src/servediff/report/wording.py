@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from servediff.compare.mechanism import Precision
 from servediff.compare.quality import PairQuality
+from servediff.compare.sample_size import Sizing, VarianceParts
 from servediff.compare.sampled import Sampled, SampledPair
 from servediff.compare.speed import Interval
 from servediff.report import fmt
@@ -369,6 +370,32 @@ def coupled_identity(p: SampledPair) -> str:
         return "not coupled: the runs' base seeds or draws per item differ"
     what = "the same configuration twice" if p.kind == "control" else "same seed, two configurations"
     return f"{fmt.ratio(p.identical, p.compared)} draws byte-identical ({what})"
+
+
+def sizing_intro(s: Sampled) -> str:
+    """What the items × draws table means (Miller's variance with k draws per item)."""
+    return (
+        f"Items needed for a non-inferiority verdict at a {fmt.pp(s.margin)} pp margin (true Δ = 0, "
+        "80 % power, the 95 % interval's lower bound above −margin), from Miller's variance of a mean "
+        "over n items with k draws each, (Var(x) + E[σ²]/k)/n, estimated from these runs' draws. "
+        "Paired: the same items under both configurations, each draw's difference taken with its "
+        "coupled seed; unpaired: separate items (or uncoupled draws), n per configuration. More draws "
+        "shrink only the within-item term."
+    )
+
+
+def sizing_parts(z: Sizing) -> str:
+    """The estimated terms behind the sizes: between-item spread and within-item noise."""
+
+    def parts(v: VarianceParts) -> str:
+        return f"Var(x) {v.between:.3g}, E[σ²] {v.within:.3g}"
+
+    return f"B − A per draw: {parts(z.paired)}; A: {parts(z.a)}; B: {parts(z.b)}"
+
+
+def items_count(n: int | None, k: int) -> str:
+    """Items, and in brackets the draws they take (items × k) per configuration."""
+    return "any (no variance seen)" if n is None else f"{fmt.count(n)} ({fmt.count(n * k)})"
 
 
 def failed_checks(report: Report) -> list[str]:
