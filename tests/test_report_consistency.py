@@ -172,6 +172,10 @@ def sampled_phrases(summary: dict[str, Any]) -> list[str]:
         items = p["delta"]["n"] if p["delta"] else "not scored"
         out.append(f"{p['suite']} {p['a']} {p['b']} {p['kind']} {p['identical']}/{p['compared']} draws")
         out.append(f") {_estimate(p['delta'], signed=True)} {items} {p['verdict'] or 'n/a'}")
+        if p["first"]:
+            f = p["first"]
+            diverged = len(f["positions"]) + f["unknown"]
+            out.append(f"{p['suite']} {p['a']} {p['b']} {p['kind']} {diverged}/{f['compared']}")
         for d in p["sizing"]["sizes"] if p["sizing"] else []:
             sizes = f"{_items(d['paired'], d['k'])} {_items(d['unpaired'], d['k'])}"
             out.append(f"{p['suite']} {p['a']} {p['b']} {d['k']} {sizes}")

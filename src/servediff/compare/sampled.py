@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from scipy.stats import t as student_t
 
 from servediff.compare.sample_size import Sizing, sizing
+from servediff.compare.sampled_divergence import FirstDivergences, first_divergences
 from servediff.compare.stats import Interval, verdict
 from servediff.compare.study import PairResult, Study
 from servediff.record import Run
@@ -153,6 +154,7 @@ class SampledPair:
     compared: int  # draws error-free under both
     same_seeds: bool  # both runs had the same base seed and k (else the draws are not coupled)
     sizing: Sizing | None = None  # items × draws a paired vs an unpaired design needs (scored pairs)
+    first: FirstDivergences | None = None  # where coupled draws first differ (None: not coupled)
 
 
 def paired_difference(a: dict[str, tuple[int, int]], b: dict[str, tuple[int, int]]) -> list[float]:
@@ -176,6 +178,7 @@ def sampled_pair(p: PairResult, margin: float) -> SampledPair:
         compared=p.total,
         same_seeds=(sa.seed, sa.samples) == (sb.seed, sb.samples),
         sizing=_sizing(p, margin),
+        first=first_divergences(p) if (sa.seed, sa.samples) == (sb.seed, sb.samples) else None,
     )
 
 

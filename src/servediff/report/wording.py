@@ -15,6 +15,7 @@ from servediff.compare.mechanism import Precision
 from servediff.compare.quality import PairQuality
 from servediff.compare.sample_size import Sizing, VarianceParts
 from servediff.compare.sampled import Sampled, SampledPair
+from servediff.compare.sampled_divergence import FirstDivergences
 from servediff.compare.speed import Interval
 from servediff.report import fmt
 from servediff.report.gate_model import GateReport
@@ -370,6 +371,31 @@ def coupled_identity(p: SampledPair) -> str:
         return "not coupled: the runs' base seeds or draws per item differ"
     what = "the same configuration twice" if p.kind == "control" else "same seed, two configurations"
     return f"{fmt.ratio(p.identical, p.compared)} draws byte-identical ({what})"
+
+
+def first_divergence_intro() -> str:
+    return (
+        "Where coupled draws first differ: for each pair of runs, the token at which a draw's text "
+        "under B first leaves its text under A with the same seed, over all draws both completed. "
+        "The control (one configuration twice, same seeds) is the baseline: with seeds honoured it "
+        "never diverges. A configuration that leaves every step's distribution alone would not "
+        "either; one that changes it moves the sampler's choice at some token, and from there the "
+        "texts part."
+    )
+
+
+def first_divergence_spread(f: FirstDivergences) -> str:
+    """Median first differing token with its quartiles, over the draws that diverged."""
+    q = f.quantiles()
+    if q is None:
+        return "none diverged"
+    unknown = f"; {f.unknown} at an unknown token" if f.unknown else ""
+    return f"{q[1]:g} [{q[0]:g}, {q[2]:g}]{unknown}"
+
+
+def within_share(f: FirstDivergences, tokens: int) -> str:
+    x = f.share_within(tokens)
+    return "n/a" if x is None else f"{fmt.pp(x)} %"
 
 
 def sizing_intro(s: Sampled) -> str:
