@@ -163,6 +163,12 @@ CASES: list[Case] = [
          "{d}/log.jsonl is a file, so", {"log.jsonl": LM_EVAL_LOG.read_bytes()}),
     # --- run: every numeric option, and the record path ---------------------------------------
     run_case("run-limit-0", "--limit", "0", message="--limit: must be an integer >= 1"),
+    Case("run-humaneval-without-permission", (*RUN, "--suite", "humaneval"),
+         "pass --allow-code-execution (in an experiment file: allow_code_execution = true) to allow it"),
+    Case("humaneval-row-without-test",
+         (*RUN, "--suite", "humaneval", "--allow-code-execution", "--data", "{d}/data.jsonl"),
+         "data.jsonl:1: not a HumanEval problem: KeyError('test')",
+         {"data.jsonl": b'{"task_id": "t", "prompt": "def f():"}\n'}),
     run_case("run-limit-negative", "--limit", "-1", message="--limit: must be an integer >= 1"),
     run_case("run-concurrency-0", "--concurrency", "0", message="--concurrency: must be an integer >= 1"),
     run_case("run-max-tokens-negative", "--max-tokens", "-1", message="--max-tokens: must be"),
@@ -233,6 +239,8 @@ CASES: list[Case] = [
     configs_case("configs-knob-int-for-bool", "[configs.a]\nflash_attn = 1\n", "flash_attn must be bool"),
     configs_case("configs-not-utf8", b'[configs.a]\n# caf\xe9\nn_batch = 8\n', "knobs.toml:2: not UTF-8"),
     # --- experiment files --------------------------------------------------------------------
+    exp_case("exp-code-execution-string", "study.toml:6: allow_code_execution must be true or false",
+             suites='allow_code_execution = "yes"'),
     exp_case("exp-output-int", "study.toml:2: output has the wrong type (int)", top="output = 5"),
     exp_case("exp-model-path-int", "study.toml:2: model_path has the wrong type", top="model_path = 5"),
     exp_case("exp-title-int", "study.toml:2: title has the wrong type", top="title = 5"),

@@ -172,7 +172,18 @@ def sampled_phrases(summary: dict[str, Any]) -> list[str]:
         items = p["delta"]["n"] if p["delta"] else "not scored"
         out.append(f"{p['suite']} {p['a']} {p['b']} {p['kind']} {p['identical']}/{p['compared']} draws")
         out.append(f") {_estimate(p['delta'], signed=True)} {items} {p['verdict'] or 'n/a'}")
+        if p["first"]:
+            f = p["first"]
+            diverged = len(f["positions"]) + f["unknown"]
+            out.append(f"{p['suite']} {p['a']} {p['b']} {p['kind']} {diverged}/{f['compared']}")
+        for d in p["sizing"]["sizes"] if p["sizing"] else []:
+            sizes = f"{_items(d['paired'], d['k'])} {_items(d['unpaired'], d['k'])}"
+            out.append(f"{p['suite']} {p['a']} {p['b']} {d['k']} {sizes}")
     return out
+
+
+def _items(n: int | None, k: int) -> str:
+    return "any (no variance seen)" if n is None else f"{fmt.count(n)} ({fmt.count(n * k)})"
 
 
 def check(paths: list[Path]) -> dict[str, Any]:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from servediff.cli import main
+from servediff.compare.divergence import first_difference
 from tests.test_report_consistency import check
 
 K, ITEMS = 3, 8
@@ -48,6 +50,16 @@ def test_sampled_comparison(tmp_path: Path) -> None:
     control, pair = summary["sampled"]["pairs"]
     assert control["kind"] == "control" and control["identical"] == control["compared"] == n
     assert control["delta"]["mean"] == 0 and pair["kind"] == "pair" and pair["same_seeds"]
+    # where coupled draws first differ: the control never; the pair at the first differing token id
+    assert control["first"] == {"compared": n, "positions": [], "unknown": 0, "diverged": 0}
+    a, b = ({x["id"]: x["token_ids"] for x in records(p)} for p in (paths[0], paths[2]))
+    firsts = sorted(first_difference(a[i], b[i]) for i in a if a[i] != b[i])
+    assert pair["first"] == {"compared": n, "positions": firsts, "unknown": 0, "diverged": len(firsts)}
+    assert pair["sizing"]["margin"] == 0.01 and [d["k"] for d in pair["sizing"]["sizes"]] == [1, 3, 4, 8, 16]
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines()[1:]]
 
 
 def test_samples_without_temperature_is_a_usage_error(tmp_path: Path) -> None:

@@ -84,7 +84,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.top_logprobs = args.top_logprobs or 20
     else:
         suite = load_suite(
-            args.suite, SuiteOptions(limit=args.limit, seed=args.subsample_seed, path=args.data)
+            args.suite,
+            SuiteOptions(
+                limit=args.limit,
+                seed=args.subsample_seed,
+                path=args.data,
+                allow_code_execution=args.allow_code_execution,
+            ),
         )
     thinking = {"off": False, "on": True, "unset": None}[args.thinking]
     max_tokens = args.max_tokens or suite.max_tokens or 300

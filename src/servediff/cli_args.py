@@ -83,7 +83,14 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
     g.add_argument(
         "--suite",
         default="prompts",
-        help="prompts, gsm8k, mmlu, or a .jsonl file ({'id','prompt'} or {'id','messages'} per line)",
+        help="prompts, gsm8k, mmlu, humaneval, or a .jsonl file "
+        "({'id','prompt'} or {'id','messages'} per line)",
+    )
+    g.add_argument(
+        "--allow-code-execution",
+        action="store_true",
+        help="let a suite run model-written code to score it (humaneval): a child process with time "
+        "and memory limits, but not a sandbox (it can reach this user's files and the network)",
     )
     g.add_argument(
         "--data", type=Path, help="the benchmark's data file (gsm8k, mmlu) instead of its default source"

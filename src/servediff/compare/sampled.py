@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from scipy.stats import t as student_t
 
+from servediff.compare.sample_size import Sizing, sizing
+from servediff.compare.sampled_divergence import FirstDivergences, first_divergences
 from servediff.compare.stats import Interval, verdict
 from servediff.compare.study import PairResult, Study
 from servediff.record import Run
@@ -92,6 +94,18 @@ def outcomes(run: Run) -> dict[str, tuple[int, int]]:
     return {item: (n, c) for item, (n, c) in counts.items()}
 
 
+def draw_outcomes(run: Run) -> dict[str, dict[int, bool]]:
+    """Per suite item: draw index → right or wrong, for every scored, error-free draw. The index
+    fixes the draw's seed, so the same index under two configurations is a coupled pair."""
+    out: dict[str, dict[int, bool]] = defaultdict(dict)
+    for draw_id, it in run.items.items():
+        if it.error is not None or it.correct is None:
+            continue
+        index = it.metadata.get("sample", draw_id.rsplit(SEP, 1)[-1])
+        out[item_of(draw_id, it.metadata)][int(str(index))] = it.correct
+    return dict(out)
+
+
 @dataclass(frozen=True, slots=True)
 class PassRates:
     """One sampled, scored run: its per-item pass rate, pass@k and pass^k, each over items."""
@@ -139,6 +153,8 @@ class SampledPair:
     identical: int  # draws with the same text under both (same seed)
     compared: int  # draws error-free under both
     same_seeds: bool  # both runs had the same base seed and k (else the draws are not coupled)
+    sizing: Sizing | None = None  # items × draws a paired vs an unpaired design needs (scored pairs)
+    first: FirstDivergences | None = None  # where coupled draws first differ (None: not coupled)
 
 
 def paired_difference(a: dict[str, tuple[int, int]], b: dict[str, tuple[int, int]]) -> list[float]:
@@ -161,7 +177,16 @@ def sampled_pair(p: PairResult, margin: float) -> SampledPair:
         identical=p.identical,
         compared=p.total,
         same_seeds=(sa.seed, sa.samples) == (sb.seed, sb.samples),
+        sizing=_sizing(p, margin),
+        first=first_divergences(p) if (sa.seed, sa.samples) == (sb.seed, sb.samples) else None,
     )
+
+
+def _sizing(p: PairResult, margin: float) -> Sizing | None:
+    # A control's differences are all 0 when seeds reproduce: it sizes nothing.
+    if p.kind != "pair" or margin <= 0:
+        return None
+    return sizing(draw_outcomes(p.a_run), draw_outcomes(p.b_run), p.a_run.header.sampling.samples, margin)
 
 
 @dataclass(frozen=True, slots=True)

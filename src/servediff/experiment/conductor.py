@@ -83,7 +83,13 @@ def load_suites(exp: Experiment) -> dict[str, Suite]:
     for spec in exp.suites:
         try:
             out[spec.name] = load_suite(
-                spec.name, SuiteOptions(limit=spec.limit, seed=spec.seed, path=spec.path)
+                spec.name,
+                SuiteOptions(
+                    limit=spec.limit,
+                    seed=spec.seed,
+                    path=spec.path,
+                    allow_code_execution=spec.allow_code_execution,
+                ),
             )
         except (ValueError, FileNotFoundError) as exc:
             raise ExperimentError(f"{exp.path}: suite {spec.name!r}: {exc}") from exc

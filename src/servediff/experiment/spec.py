@@ -50,7 +50,7 @@ TOP_KEYS = [
 ]
 PROBE_KEYS = ("enabled", "k", "replay", "template")
 SAMPLING_KEYS = ("max_tokens", "seed", "top_logprobs", "thinking", "temperature", "top_p", "top_k", "samples")
-SUITE_KEYS = ("limit", "seed", "path", "max_tokens")
+SUITE_KEYS = ("limit", "seed", "path", "max_tokens", "allow_code_execution")
 CONFIG_KEYS = [
     "label",
     "base_url",
@@ -78,6 +78,7 @@ class SuiteSpec:
     seed: int = 0
     path: Path | None = None
     max_tokens: int | None = None
+    allow_code_execution: bool = False  # humaneval: the file's author allows running model code
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,9 +332,17 @@ def _suites(src: Source, value: Any, base: Path) -> tuple[SuiteSpec, ...]:
                 seed=given.get("seed", 0),
                 path=_path(src, opts, "path", src.line("path", where), base),
                 max_tokens=given.get("max_tokens"),
+                allow_code_execution=_flag(src, opts, "allow_code_execution", where),
             )
         )
     return tuple(out)
+
+
+def _flag(src: Source, table: dict[str, Any], key: str, where: str) -> bool:
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise src.error(f"{key} must be true or false", src.line(key, where))
+    return value
 
 
 def _configurations(

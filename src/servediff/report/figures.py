@@ -21,6 +21,7 @@ from matplotlib.ticker import MaxNLocator
 
 from servediff.compare.hazard import kaplan_meier
 from servediff.compare.quality import Accuracy
+from servediff.compare.sampled import SampledPair
 from servediff.report.model import Comparison, Matrix, SpeedView, Subjects, Verdict
 
 WIDTH = 7.0  # inches; the page scales the SVG to its column
@@ -221,3 +222,26 @@ def throughput_svg(levels: Sequence[SpeedView]) -> str:
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     return to_svg(fig, "throughput")
+
+
+def first_divergence_svg(pairs: Sequence[SampledPair]) -> str:
+    """Empirical share of coupled draws diverged by token x (the control's curve is the floor)."""
+    fig = Figure(figsize=(WIDTH, 3.2))
+    ax = fig.subplots()
+    for n, p in enumerate(pairs):
+        f = p.first
+        if f is None or not f.compared:
+            continue
+        xs = [0, *f.positions]
+        ys = [0.0, *((i + 1) / f.compared for i in range(len(f.positions)))]
+        xs.append(max(xs) + 1)
+        ys.append(ys[-1])
+        label = plain(f"{p.a} vs {p.b} ({p.suite}, {p.kind}): {f.diverged}/{f.compared}")
+        ax.step(xs, ys, where="post", color=f"C{n % 10}", label=label)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("first differing token")
+    ax.set_ylabel("share of draws diverged")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return to_svg(fig, "sampled-divergence")

@@ -13,7 +13,9 @@ from collections.abc import Callable
 
 from servediff.compare.mechanism import Precision
 from servediff.compare.quality import PairQuality
+from servediff.compare.sample_size import Sizing, VarianceParts
 from servediff.compare.sampled import Sampled, SampledPair
+from servediff.compare.sampled_divergence import FirstDivergences
 from servediff.compare.speed import Interval
 from servediff.report import fmt
 from servediff.report.gate_model import GateReport
@@ -379,6 +381,57 @@ def coupled_identity(p: SampledPair) -> str:
         return "not coupled: the runs' base seeds or draws per item differ"
     what = "the same configuration twice" if p.kind == "control" else "same seed, two configurations"
     return f"{fmt.ratio(p.identical, p.compared)} draws byte-identical ({what})"
+
+
+def first_divergence_intro() -> str:
+    return (
+        "Where coupled draws first differ: for each pair of runs, the token at which a draw's text "
+        "under B first leaves its text under A with the same seed, over all draws both completed. "
+        "The control (one configuration twice, same seeds) is the baseline: with seeds honoured it "
+        "never diverges. A configuration that leaves every step's distribution alone would not "
+        "either; one that changes it moves the sampler's choice at some token, and from there the "
+        "texts part."
+    )
+
+
+def first_divergence_spread(f: FirstDivergences) -> str:
+    """Median first differing token with its quartiles, over the draws that diverged."""
+    q = f.quantiles()
+    if q is None:
+        return "none diverged"
+    unknown = f"; {f.unknown} at an unknown token" if f.unknown else ""
+    return f"{q[1]:g} [{q[0]:g}, {q[2]:g}]{unknown}"
+
+
+def within_share(f: FirstDivergences, tokens: int) -> str:
+    x = f.share_within(tokens)
+    return "n/a" if x is None else f"{fmt.pp(x)} %"
+
+
+def sizing_intro(s: Sampled) -> str:
+    """What the items × draws table means (Miller's variance with k draws per item)."""
+    return (
+        f"Items needed for a non-inferiority verdict at a {fmt.pp(s.margin)} pp margin (true Δ = 0, "
+        "80 % power, the 95 % interval's lower bound above −margin), from Miller's variance of a mean "
+        "over n items with k draws each, (Var(x) + E[σ²]/k)/n, estimated from these runs' draws. "
+        "Paired: the same items under both configurations, each draw's difference taken with its "
+        "coupled seed; unpaired: separate items (or uncoupled draws), n per configuration. More draws "
+        "shrink only the within-item term."
+    )
+
+
+def sizing_parts(z: Sizing) -> str:
+    """The estimated terms behind the sizes: between-item spread and within-item noise."""
+
+    def parts(v: VarianceParts) -> str:
+        return f"Var(x) {v.between:.3g}, E[σ²] {v.within:.3g}"
+
+    return f"B − A per draw: {parts(z.paired)}; A: {parts(z.a)}; B: {parts(z.b)}"
+
+
+def items_count(n: int | None, k: int) -> str:
+    """Items, and in brackets the draws they take (items × k) per configuration."""
+    return "any (no variance seen)" if n is None else f"{fmt.count(n)} ({fmt.count(n * k)})"
 
 
 def failed_checks(report: Report) -> list[str]:

@@ -1,6 +1,7 @@
 """Suites: what is asked. ``SUITES`` maps a name to its loader; a ``.jsonl`` path is a user suite.
 
 servediff run --suite prompts | branching | gsm8k | mmlu | path/to/suite.jsonl  [--data PATH] [--limit N]
+servediff run --suite humaneval --allow-code-execution ...   (scored by running the model's code)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ class SuiteOptions:
     limit: int | None = None  # deterministic subsample of this many items
     seed: int = 0  # subsampling seed
     path: Path | None = None  # a local data file instead of the default source
+    allow_code_execution: bool = False  # humaneval runs model-written code: only when the user says so
 
 
 def _prompts(o: SuiteOptions) -> Suite:
@@ -51,11 +53,20 @@ def _mmlu(o: SuiteOptions) -> Suite:
     return mmlu.load(o.path, o.limit, o.seed)  # stratified by subject
 
 
+def _humaneval(o: SuiteOptions) -> Suite:
+    from servediff.suites import humaneval
+
+    if not o.allow_code_execution:
+        raise ValueError(humaneval.REFUSAL)
+    return humaneval.load(o.path, o.limit)  # the first N problems, in dataset order
+
+
 SUITES: dict[str, Callable[[SuiteOptions], Suite]] = {
     "prompts": _prompts,
     "branching": _branching,
     "gsm8k": _gsm8k,
     "mmlu": _mmlu,
+    "humaneval": _humaneval,
 }
 
 
