@@ -24,7 +24,8 @@ of the sequence from everything before it, with that token's own logprob.
   ``/v1/completions`` with the prompt as token ids and ``prompt_logprobs: k``. The answer's
   ``choices[0].prompt_logprobs`` has one entry per prompt token: ``null`` for the first, then
   ``{"<token id>": {"logprob", "rank", "decoded_token"}}`` holding the top-k and the prompt's own
-  token (k or k + 1 entries). Ids come with it.
+  token (k or k + 1 entries). Ids come with it. The server refuses k above its
+  ``--max-logprobs`` (20 by default).
 - **SGLang** (``python/sglang/srt/managers/io_struct.py``, ``GenerateReqInput``;
   ``tokenizer_manager.py`` builds ``meta_info``): ``/generate`` with ``input_ids``,
   ``return_logprob: true``, ``logprob_start_len: 0``, ``top_logprobs_num: k``. ``meta_info``
