@@ -1,6 +1,6 @@
 """Scoring throughput: servediff's embedded scoring run vs a bare llama-cpp-python loop.
 
-    .venv/bin/python bench/scoring.py                 # 20 GSM8K solutions, top-20, 5 rounds
+    .venv/bin/python bench/scoring.py                 # 20 GSM8K solutions (seeded subset), top-20, 5 rounds
     .venv/bin/python bench/scoring.py --limit 10 --rounds 3
 
 Both sides score the same token sequences (the GSM8K reference solutions in tests/data, after
