@@ -13,6 +13,8 @@ import pytest
 from servediff.cli import main
 from servediff.compare.study import problems
 from servediff.engines.knobs import default_model_path
+from servediff.experiment import run_experiment
+from servediff.experiment.spec import ExperimentError, load_experiment
 from servediff.record import read_run
 
 GSM8K = Path(__file__).parent / "data" / "gsm8k" / "test.jsonl"
@@ -32,9 +34,14 @@ def requantise(out: Path, ftype: int) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+def q8(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("q8")
+    return requantise(folder / "SmolLM2-135M-Instruct.Q8_0.gguf", llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, q8: Path) -> list[Path]:
     folder = tmp_path_factory.mktemp("ckpt")
-    q8 = requantise(folder / "SmolLM2-135M-Instruct.Q8_0.gguf", llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0)
     paths = []
     for label, model in (("q4_1", default_model_path()), ("q8_0", q8)):
         out = folder / f"{label}.jsonl"
@@ -72,3 +79,43 @@ def test_declared_checkpoints_still_need_the_same_tokenizer(runs: list[Path]) ->
     del engine["vocab_sha256"]
     b.header = b.header.model_copy(update={"engine": engine})
     assert any("no vocabulary hash" in p for p in problems([a, b], checkpoints=True))
+
+
+EXPERIMENT = """
+title = "Q4_1 against a requantised Q8_0"
+model = "SmolLM2-135M-Instruct"
+output = "{out}"
+{declared}
+[suites.prompts]
+limit = 1
+max_tokens = 8
+
+[[configurations]]
+label = "q4_1"
+knobs = {{ threads = 1 }}
+
+[[configurations]]
+label = "q8_0"
+knobs = {{ threads = 1 }}
+model_path = "{q8}"
+"""
+
+
+def test_an_experiment_declares_checkpoints_and_the_report_names_them(tmp_path: Path, q8: Path) -> None:
+    undeclared = tmp_path / "undeclared.toml"
+    undeclared.write_text(EXPERIMENT.format(out=tmp_path / "u", declared="", q8=q8))
+    with pytest.raises(ExperimentError, match=r"undeclared.toml:\d+: .*declare checkpoints = true"):
+        load_experiment(undeclared)
+    path = tmp_path / "ckpt.toml"
+    path.write_text(EXPERIMENT.format(out=tmp_path / "out", declared="checkpoints = true", q8=q8))
+    exp = load_experiment(path)
+    assert exp.checkpoints and exp.config("q8_0").model_path == q8
+    outcome = run_experiment(exp, progress=False)
+    assert outcome.errors == 0 and len(outcome.ran) == 3
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert [(p["a"], p["b"]) for p in summary["pairs"]] == [("q4_1", "q8_0")]  # compared, not refused
+    models = {e["label"]: e["model"] for e in summary["engines"]}
+    assert models == {"q4_1": default_model_path().name, "q8_0": q8.name}
+    # the Method table names each configuration's weight file (Markdown escapes the "_")
+    assert q8.name.replace("_", "\\_") in (tmp_path / "out" / "report.md").read_text()
+

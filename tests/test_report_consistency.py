@@ -226,6 +226,13 @@ def test_scoring_runs_read_the_same_everywhere(tmp_path: Path) -> None:
     # scoring pairs are the KL section's, not identity rows of the fixed text
     assert not summary["controls"] and not summary["pairs"]
     assert summary["uncontrolled"] is False  # the KL control row is a control: no "No control" note
+    # The distribution plot's data: every position counted once; A/A all in the first bin (KL 0).
+    assert sum(floor["kl_hist_counts"]) == floor["positions"] == floor["kl_hist_counts"][0]
+    assert sum(pair["kl_hist_counts"]) == pair["positions"] and pair["kl_hist_counts"][0] < pair["positions"]
+    assert len(pair["kl_hist_edges"]) == len(pair["kl_hist_counts"]) + 1
+    page = render.html(build(*load(paths)))
+    plot = page[page.index('id="plot-kl-distribution"') :]
+    assert plot.index("<svg") < plot.index("</figure>") and "99th percentile" in plot
 
 
 @pytest.fixture(scope="module")

@@ -108,6 +108,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     extra = None
     if args.score:
         spec = dataclasses.replace(spec, scoring=True)
+        if spec.http is not None:
+            from servediff.engines.http_scorer import ScoreOptions
+
+            spec = dataclasses.replace(spec, score=ScoreOptions(args.score_api, args.bos_text))
         extra = {"mode": "score", "top_k": args.top_logprobs, "corpus": suite.source}
     engine = make_engine(spec)
     plan = RunPlan(

@@ -100,7 +100,8 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
     g.add_argument(
         "--score",
         metavar="CORPUS",
-        help="score fixed sequences instead of generating (teacher forcing; llamacpp or hf engine): "
+        help="score fixed sequences instead of generating (teacher forcing; llamacpp or hf engine, or a "
+        "server with --engine http --score-api): "
         "a run record (its completions, on-policy), gsm8k (solutions from --data), or a .txt/.jsonl "
         "file of texts; records the top-k (--top-logprobs, default 20) at every position",
     )
@@ -185,6 +186,18 @@ def _add_http(p: argparse.ArgumentParser) -> None:
         "--api-key-env",
         default="OPENAI_API_KEY",
         help="environment variable holding the API key (the key is never recorded)",
+    )
+    g.add_argument(
+        "--score-api",
+        choices=["llama-cpp-python", "vllm", "sglang"],
+        default="llama-cpp-python",
+        help="with --score: which server's prompt-logprobs API scores the texts",
+    )
+    g.add_argument(
+        "--bos-text",
+        default="",
+        help="with --score: the model's BOS token as text, sent before each text (e.g. "
+        "'<|im_start|>'; the embedded engine puts the BOS id first)",
     )
 
 

@@ -231,3 +231,19 @@ def summarise(
 
 def _percentiles(x: np.ndarray) -> dict[float, float]:
     return {q: float(v) for q, v in zip(PERCENTILES, np.percentile(x, PERCENTILES))}
+
+
+def log_histogram(
+    values: np.ndarray, low: float = 1e-8, high: float = 1e2, per_decade: int = 2
+) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """Bin edges (log-spaced from ``low`` to ``high``) and counts of non-negative values.
+
+    KL spans many decades (an A/A pair is 0, a requantised checkpoint 1e-3 to 10), so the bins
+    are logarithmic. Values below ``low`` (0 among them: log scale has no 0) count in the first
+    bin, values above ``high`` in the last, so the counts always sum to the number of values.
+    """
+    decades = math.log10(high) - math.log10(low)
+    edges = np.logspace(math.log10(low), math.log10(high), round(decades * per_decade) + 1)
+    clipped = np.clip(np.asarray(values, dtype=np.float64), low, high)
+    counts, _ = np.histogram(clipped, bins=edges)
+    return tuple(float(e) for e in edges), tuple(int(c) for c in counts)

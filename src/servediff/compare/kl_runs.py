@@ -43,9 +43,35 @@ def scoring_pair(a: Run, b: Run) -> list[SequenceDivergence]:
     out = []
     for item_id in shared:
         ia, ib = a.items[item_id], b.items[item_id]
-        if ia.token_ids != ib.token_ids:
+        sa, sb = overlap(ia, ib)
+        if sa is None or sb is None:
             raise ValueError(f"item {item_id!r}: {a.path} and {b.path} scored different tokens")
         top_a, lp_a = positions(ia)
         top_b, lp_b = positions(ib)
-        out.append(divergence_topk(top_a, top_b, lp_a, lp_b))
+        out.append(divergence_topk(top_a[sa], top_b[sb], lp_a[sa], lp_b[sb]))
     return out
+
+
+def overlap(a: Item, b: Item) -> tuple[slice | None, slice | None]:
+    """The positions both items scored, as a slice of each; (None, None) when they scored
+    different sequences.
+
+    An item's scored tokens follow ``metadata.engine.context_tokens`` tokens of context (0 where
+    a record does not say). Two engines can start scoring one sequence at different places (a
+    server that returns nothing for the first token of a text starts one later); the sequences
+    must then end together and agree on every token both scored.
+    """
+    ca, cb = _context(a), _context(b)
+    ids_a, ids_b = a.token_ids or [], b.token_ids or []
+    if ca + len(ids_a) != cb + len(ids_b):
+        return None, None
+    start = max(ca, cb)
+    sa, sb = slice(start - ca, None), slice(start - cb, None)
+    if ids_a[sa] != ids_b[sb] or not ids_a[sa]:
+        return None, None
+    return sa, sb
+
+
+def _context(item: Item) -> int:
+    meta = item.metadata.get("engine") or {}
+    return int(meta.get("context_tokens") or 0)

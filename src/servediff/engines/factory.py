@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from servediff.engines import Engine, Prober
     from servediff.engines.hf import HFEngine
     from servediff.engines.hf_knobs import HFKnobs
+    from servediff.engines.http_scorer import ScoreOptions
     from servediff.engines.llamacpp import LlamaCppEngine
     from servediff.engines.openai_http import HTTPEngine
     from servediff.engines.template import ChatTemplate
@@ -46,8 +47,9 @@ class EngineSpec:
     # Added to an HTTP engine's identity (an experiment's launch command, profile, claims).
     annotations: Mapping[str, Any] = field(default_factory=dict)
     server_version: str | None = None  # recorded when the server itself exposes none
-    # Teacher-forced scoring instead of generation (the in-process engines, so far).
+    # Teacher-forced scoring instead of generation (in-process engines, or a server's API).
     scoring: bool = False
+    score: ScoreOptions | None = None  # how a server scores (HTTP scoring runs)
 
     @property
     def kind(self) -> str:
@@ -61,9 +63,11 @@ class EngineSpec:
 def make_engine(spec: EngineSpec) -> Engine:
     """A fresh engine: a repeat must not inherit the previous run's KV state."""
     if spec.scoring and spec.http is not None:
-        from servediff.engines import EngineError
+        from servediff.engines.http_scorer import HTTPScorer, ScoreOptions
 
-        raise EngineError(f"{spec.label}: scoring runs need an in-process engine (--engine llamacpp or hf)")
+        return HTTPScorer(
+            spec.http, spec.score or ScoreOptions(), spec.label, spec.annotations, spec.server_version
+        )
     return _http(spec) if spec.http is not None else _in_process(spec)
 
 

@@ -134,7 +134,8 @@ class Session:
         if self.base_url is not None:
             http = HTTPOptions(base_url=self.base_url, model=self.exp.model, concurrency=slot.concurrency)
         version = self.server.version if self.server else None
-        return engine_spec(self.config, slot.label, self.exp.model_path, http, version)
+        weights = self.config.model_path or self.exp.model_path  # a declared checkpoint's own file
+        return engine_spec(self.config, slot.label, weights, http, version)
 
     def snapshot(self) -> Snapshot | None:
         """The engine's counters now; None where the engine exports none servediff reads."""

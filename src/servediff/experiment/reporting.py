@@ -21,7 +21,7 @@ def write_report(exp: Experiment, paths: Sequence[Path], probes: Sequence[Path] 
     """The study over main and sweep runs and the probe records, rendered three ways."""
     if not paths:
         return None
-    study, options = load([*paths, *probes], title=exp.title)
+    study, options = load([*paths, *probes], title=exp.title, checkpoints=exp.checkpoints)
     if exp.pairs == "control":
         study = pairs_with(study, exp.control)
     report = build(study, options)

@@ -47,6 +47,7 @@ TOP_KEYS = [
     "design",
     "factors",
     "pairs",
+    "checkpoints",
 ]
 PROBE_KEYS = ("enabled", "k", "replay", "template")
 SAMPLING_KEYS = ("max_tokens", "seed", "top_logprobs", "thinking", "temperature", "top_p", "top_k", "samples")
@@ -65,6 +66,7 @@ CONFIG_KEYS = [
     "knobs",
     "config",
     "engine",
+    "model_path",
 ]
 SWEEP_KEYS = ("concurrency", "repeats", "configuration", "suite")
 # '+' for the labels a factor design makes ("+flash_attn"); it is safe in file names.
@@ -107,6 +109,8 @@ class ConfigSpec:
     knobs: LlamaKnobs | None = None
     factors: tuple[str, ...] | None = None  # the factors it turns on, when part of a design
     hf: HFKnobs | None = None
+    # Its own weight file (embedded): another checkpoint of the model, with ``checkpoints = true``.
+    model_path: Path | None = None
 
     @property
     def kind(self) -> str:
@@ -158,6 +162,9 @@ class Experiment:
     design: Design | None = None  # factors and the combinations of them that run
     pairs: str = "all"  # "control": compare each configuration with the control only
     notes: tuple[str, ...] = ()  # said before anything runs, e.g. combinations the engine cannot run
+    # The configurations load different weight files of one model (declared): compared when their
+    # tokenizers match (vocabulary hash), and the report names each side's checkpoint.
+    checkpoints: bool = False
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def config(self, label: str) -> ConfigSpec:
@@ -220,6 +227,8 @@ def parse_experiment(
         design = dataclasses.replace(design, extra=extra)
     if design is not None:
         configs, notes = _expand(src, design, raw, configs, shared_of(model, model_path, sampling))
+    checkpoints = typed(src, raw.get("checkpoints", False), bool, "checkpoints", src.line("checkpoints"))
+    _check_checkpoints(src, configs, model_path, checkpoints)
     repeats = integer(src, raw.get("control_repeats", 1), "control_repeats", src.line("control_repeats"), 0)
     concurrency = integer(src, raw.get("concurrency", 1), "concurrency", src.line("concurrency"), 1)
     title = typed(
@@ -244,8 +253,30 @@ def parse_experiment(
         design=design,
         pairs=_pairs(src, raw.get("pairs", "all")),
         notes=notes,
+        checkpoints=checkpoints,
         raw=raw,
     )
+
+
+def _check_checkpoints(
+    src: Source, configs: tuple[ConfigSpec, ...], model_path: Path | None, declared: bool
+) -> None:
+    """Configurations with weight files of their own: embedded only, and declared.
+
+    Loading another file is a different model unless the experiment says it compares checkpoints
+    of one model; then compare checks the tokenizers instead of refusing the pair."""
+    for n, c in enumerate(configs):
+        if c.model_path is None:
+            continue
+        where = src.line("model_path", "configurations", n)
+        if c.kind != "embedded":
+            raise src.error(f"configuration {c.label!r}: model_path is for embedded configurations", where)
+        if not declared and c.model_path != model_path:
+            raise src.error(
+                f"configuration {c.label!r} loads another weight file ({c.model_path.name}): declare "
+                "checkpoints = true to compare checkpoints of one model (their tokenizers must match)",
+                where,
+            )
 
 
 def _path(src: Source, table: dict[str, Any], key: str, line: int | None, base: Path) -> Path | None:
@@ -458,6 +489,7 @@ def _configuration(src: Source, table: Any, n: int, shared: dict[str, Any]) -> C
         base_url=table.get("base_url"),
         knobs=knobs,
         hf=hf,
+        model_path=_path(src, table, "model_path", line("model_path"), src.path.resolve().parent),
     )
 
 

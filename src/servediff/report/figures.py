@@ -22,7 +22,7 @@ from matplotlib.ticker import MaxNLocator
 from servediff.compare.hazard import kaplan_meier
 from servediff.compare.quality import Accuracy
 from servediff.compare.sampled import SampledPair
-from servediff.report.model import Comparison, Matrix, SpeedView, Subjects, Verdict
+from servediff.report.model import Comparison, KlRow, Matrix, SpeedView, Subjects, Verdict
 
 WIDTH = 7.0  # inches; the page scales the SVG to its column
 CLASS_COLORS = {"near-tie flip": "#66bb6a", "rank change": "#ffa726", "unexplained": "#ef5350"}
@@ -245,3 +245,29 @@ def first_divergence_svg(pairs: Sequence[SampledPair]) -> str:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return to_svg(fig, "sampled-divergence")
+
+
+def kl_distribution_svg(rows: Sequence[KlRow]) -> str:
+    """Per-position KL of each scoring pair: the share of positions per log-spaced bin (a step
+    line per pair), with its median and 99th percentile marked. The first bin holds every value
+    below its upper edge, 0 included (an A/A pair sits there entirely)."""
+    fig = Figure(figsize=(WIDTH, 3.4))
+    ax = fig.subplots()
+    for n, k in enumerate(rows):
+        if not k.kl_hist_counts:
+            continue
+        color = f"C{n % 10}"
+        edges = np.asarray(k.kl_hist_edges)
+        share = np.asarray(k.kl_hist_counts, dtype=float) / max(sum(k.kl_hist_counts), 1)
+        label = plain(f"{k.b} vs {k.a} ({k.suite}), mean {k.kl_mean.value:.3g}")
+        ax.stairs(share, edges, color=color, label=label, linewidth=1.4)
+        pct = dict(k.kl_percentiles)
+        for q, style in ((50.0, "--"), (99.0, ":")):
+            value = min(max(pct.get(q, 0.0), edges[0]), edges[-1])
+            ax.axvline(value, color=color, linestyle=style, linewidth=0.9, alpha=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("KL(A‖B) at one position, nats (top-k + tail)")
+    ax.set_ylabel("share of positions")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return to_svg(fig, "kl-distribution")

@@ -8,7 +8,9 @@ the pairing and the packing into the model.
 
 from __future__ import annotations
 
-from servediff.compare.kl import summarise
+import numpy as np
+
+from servediff.compare.kl import log_histogram, summarise
 from servediff.compare.kl_runs import is_scoring, scoring_pair
 from servediff.compare.speed import Interval
 from servediff.compare.stats import Interval as Bounds
@@ -37,7 +39,9 @@ def rows(study: Study) -> tuple[KlRow, ...]:
 
 
 def row(p: PairResult) -> KlRow:
-    s = summarise(scoring_pair(p.a_run, p.b_run))
+    seqs = scoring_pair(p.a_run, p.b_run)
+    s = summarise(seqs)
+    edges, counts = log_histogram(np.concatenate([q.kl for q in seqs]))
     return KlRow(
         suite=p.suite,
         a=p.a,
@@ -55,6 +59,8 @@ def row(p: PairResult) -> KlRow:
         dp_mean=_iv(s.dp_mean, s.dp_mean_ci),
         dp_rms=s.dp_rms,
         ln_ppl_ratio=_iv(s.ln_ppl_ratio, s.ln_ppl_ratio_ci),
+        kl_hist_edges=edges,
+        kl_hist_counts=counts,
     )
 
 

@@ -390,6 +390,9 @@ class KlRow:
     dp_mean: Interval
     dp_rms: float
     ln_ppl_ratio: Interval
+    # Per-position KL as a log-binned histogram (compare.kl.log_histogram): the HTML plot's data.
+    kl_hist_edges: tuple[float, ...] = ()
+    kl_hist_counts: tuple[int, ...] = ()
 
     @property
     def predicted_flip_rate(self) -> float:
