@@ -59,9 +59,20 @@ class Placeholders:
             ("{model}", self.model),
             ("{model_path}", self.model_path),
             ("{python}", self.python),
+            ("{llama_server}", _llama_server() if "{llama_server}" in arg else ""),
         ):
             arg = arg.replace(key, value)
         return arg
+
+
+def _llama_server() -> str:
+    """The llama-server binary for ``{llama_server}``, or a launch error saying how to install it."""
+    from servediff.engines.llama_server import ToolMissing, find_tool
+
+    try:
+        return str(find_tool())
+    except ToolMissing as exc:
+        raise LaunchError(str(exc)) from exc
 
 
 @dataclass(frozen=True, slots=True)
