@@ -63,7 +63,7 @@ class EngineProfile:
         return tuple(sorted(set(found)))
 
 
-FALSE_WORDS = frozenset({"false", "0", "off", "no"})
+FALSE_WORDS = frozenset({"false", "0", "off", "no", "none"})
 
 
 def _flag_value(argv: Sequence[str], i: int) -> str:
