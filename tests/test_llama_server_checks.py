@@ -3,8 +3,11 @@ shapes llama-server returns; the end-to-end tests in test_llama_server.py use th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from servediff.cli import main
 from servediff.engines.llama_server import ServerState, ToolMissing, find_tool, knobs_from_props
 from servediff.engines.llama_server_checks import timing_totals, verify
 from servediff.engines.profiles import (
@@ -103,3 +106,17 @@ def test_props_knobs_and_a_missing_binary(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("LLAMA_SERVER", "/nonexistent/llama-server")
     with pytest.raises(ToolMissing, match=r"\$LLAMA_SERVER is set to"):
         find_tool()
+
+
+def test_an_experiment_without_llama_server_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LLAMA_SERVER", str(tmp_path / "missing"))
+    path = tmp_path / "exp.toml"
+    path.write_text(
+        f'model = "m"\noutput = "{tmp_path / "out"}"\ncontrol_repeats = 0\n[suites.prompts]\nlimit = 1\n'
+        '[[configurations]]\nlabel = "stock"\nlaunch = ["{llama_server}", "--port", "{port}"]\n'
+    )
+    assert main(["experiment", str(path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "$LLAMA_SERVER is set to" in err and "Traceback" not in err
