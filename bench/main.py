@@ -24,7 +24,7 @@ from pathlib import Path
 
 from common import BENCH_PYTHON, ROOT, Row, log
 
-PARTS = ("throughput", "overhead", "analysis", "embedded")
+PARTS = ("throughput", "overhead", "analysis", "embedded", "llama-server")
 
 
 def _bench_versions() -> dict[str, str]:
@@ -93,7 +93,18 @@ def _runners(args: argparse.Namespace, work: Path) -> dict[str, Callable[[], lis
 
         return e.measure(e.Config(repeats=args.repeats), work)
 
-    return {"throughput": throughput, "overhead": overhead, "analysis": analysis, "embedded": embedded}
+    def llama_server() -> list[Row]:
+        import overhead as o
+
+        return o.measure_llama_server(o.Config(repeats=args.repeats), work)
+
+    return {
+        "throughput": throughput,
+        "overhead": overhead,
+        "analysis": analysis,
+        "embedded": embedded,
+        "llama-server": llama_server,
+    }
 
 
 def main() -> int:

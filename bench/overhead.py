@@ -65,7 +65,9 @@ def write_requests(base_url: str, suite_name: str, path: Path, cfg: Config) -> N
             f.write(json.dumps({"id": s.id, "url": url, "body": body}) + "\n")
 
 
-def _one_suite(url: str, suite: str, cfg: Config, work: Path) -> list[Row]:
+def _one_suite(
+    url: str, suite: str, cfg: Config, work: Path, part: str = "2. overhead on llama.cpp server"
+) -> list[Row]:
     reqs = work / f"{suite}-requests.jsonl"
     write_requests(url, suite, reqs, cfg)
     times: dict[str, list[float]] = {"servediff": [], "bare": []}
@@ -96,7 +98,7 @@ def _one_suite(url: str, suite: str, cfg: Config, work: Path) -> list[Row]:
     same = sum(1 for i, t in bare.items() if i in record.items and record.items[i].text == t)
     sd, b = median(times["servediff"]), median(times["bare"])
     extra_cpu = (median(cpu["servediff"]) - median(cpu["bare"])) / b
-    part, ratio, n = "2. overhead on llama.cpp server", sd / b - 1, len(bare)
+    ratio, n = sd / b - 1, len(bare)
     tokens = cfg.max_tokens.get(suite)
     what = f"{suite}, {n} items" + (f", max_tokens {tokens}" if tokens else "")
     return [
@@ -127,6 +129,25 @@ def measure(cfg: Config, work: Path) -> list[Row]:
                 continue
             rows += _one_suite(server.base_url, suite, cfg, work)
     return rows
+
+
+def measure_llama_server(cfg: Config, work: Path) -> list[Row]:
+    """The same comparison against llama.cpp's C++ server (one slot, ``cfg.threads`` threads)."""
+    from servediff.engines.llama_server import ToolMissing, find_tool
+
+    part = "2b. overhead on llama-server (C++)"
+    try:
+        binary = find_tool()
+    except ToolMissing as exc:
+        return [Row(part, "llama-server", f"not measured: {exc}")]
+    port = free_port()
+    argv = [
+        str(binary), "-m", str(default_model_path()), "--host", "127.0.0.1", "--port", str(port),
+        "-c", "2048", "--seed", "42", "-t", str(cfg.threads), "-tb", str(cfg.threads), "-np", "1",
+    ]  # fmt: skip
+    with Server(argv, "/health", work / "llama-cpp-server.log", port) as server:
+        run_timed([BENCH_PYTHON, "-c", _WARMUP.format(url=server.base_url)])
+        return _one_suite(server.base_url, "prompts", cfg, work, part)
 
 
 _WARMUP = (

@@ -77,6 +77,11 @@ def make_prober(spec: EngineSpec, template: ChatTemplate | None = None, replay: 
     (``template``), in one pass or token by token (``replay``)."""
     if spec.http is None:
         return _in_process(spec)
+    if spec.annotations.get("profile") == "llama-server":
+        # llama-server templates and tokenizes for itself: no template file is needed
+        from servediff.engines.llama_server_probe import NativeProber
+
+        return NativeProber(_http(spec), replay=replay)
     from servediff.engines.template import TemplateProber
 
     return TemplateProber(_http(spec), template, replay=replay)

@@ -276,8 +276,10 @@ class HTTPEngine:
         for path in list(self._tokenize_paths):
             if path == "/extras/tokenize":  # llama-cpp-python
                 body: dict[str, Any] = {"input": c.text}
-            else:  # vLLM, SGLang
+            else:  # vLLM, SGLang; llama-server reads "content" (and answers [] without it)
                 body = {"model": self.model, "prompt": c.text, "add_special_tokens": False}
+                if self._annotations.get("profile") == "llama-server":
+                    body = {"content": c.text, "add_special": False, "parse_special": False}
             try:
                 status, raw, _ = await channel.post(f"{self.base_url}{path}", json.dumps(body).encode())
                 if status in (404, 405):
@@ -289,7 +291,9 @@ class HTTPEngine:
             except (TransportError, ValueError, asyncio.TimeoutError):
                 continue
             tokens = out.get("tokens") if isinstance(out, dict) else None
-            if isinstance(tokens, list) and all(isinstance(t, int) for t in tokens):
+            # An empty list for a non-empty text is a request the server did not understand.
+            understood = isinstance(tokens, list) and (bool(tokens) or not c.text)
+            if understood and all(isinstance(t, int) for t in tokens or ()):
                 c.token_ids = tokens
                 c.token_source = "retokenized"
                 return
@@ -310,7 +314,7 @@ class HTTPEngine:
                         out = await self._post(s, f"{self.base_url}{path}", json.dumps(body))
                     except (_RetryableError, ValueError, aiohttp.ClientError):
                         continue
-                    text = out.get("text", out.get("prompt"))
+                    text = out.get("text", out.get("prompt", out.get("content")))  # llama-server
                     if isinstance(text, str):
                         return text
             return None

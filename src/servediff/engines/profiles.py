@@ -21,7 +21,8 @@ from typing import Any
 SPECULATIVE = "speculative_decoding"
 PREFIX_CACHE = "prefix_caching"
 FLASH_ATTENTION = "flash_attention"
-CLAIMS = (SPECULATIVE, PREFIX_CACHE, FLASH_ATTENTION)
+PARALLEL = "parallel_slots"  # requests batched together in one server's slots (llama-server -np)
+CLAIMS = (SPECULATIVE, PREFIX_CACHE, FLASH_ATTENTION, PARALLEL)
 
 # Verification outcomes, as the report prints them.
 VERIFIED = "verified"
@@ -42,6 +43,8 @@ class EngineProfile:
     flags: tuple[tuple[str, str], ...] = ()
     # Flags that switch a default-on feature off (vLLM enables prefix caching by default).
     default_on: tuple[tuple[str, str], ...] = ()
+    # Flags whose numeric value above 1 implies the claim (llama-server's -np N slots).
+    counts: tuple[tuple[str, str], ...] = ()
 
     def claims_from_argv(self, argv: Sequence[str]) -> tuple[str, ...]:
         """Features the launch command turns on, as far as its flags say."""
@@ -53,10 +56,14 @@ class EngineProfile:
         for off_flag, claim in self.default_on:
             if off_flag not in names:
                 found.append(claim)
+        for flag, claim in self.counts:
+            value = _flag_value(argv, names.index(flag)) if flag in names else ""
+            if value.isdigit() and int(value) > 1:
+                found.append(claim)
         return tuple(sorted(set(found)))
 
 
-FALSE_WORDS = frozenset({"false", "0", "off", "no"})
+FALSE_WORDS = frozenset({"false", "0", "off", "no", "none"})
 
 
 def _flag_value(argv: Sequence[str], i: int) -> str:
@@ -86,7 +93,7 @@ PROFILES: dict[str, EngineProfile] = {
     ),
     "llamacpp": EngineProfile(
         name="llamacpp",
-        # llama-cpp-python's server has no /health; the C++ llama-server has both.
+        # llama-cpp-python's server has no /health (the C++ llama-server: profile "llama-server").
         health_path="/v1/models",
         version_paths=("/props",),
         metrics_path="/metrics",  # llama-server with --metrics; llama-cpp-python has none
@@ -98,6 +105,25 @@ PROFILES: dict[str, EngineProfile] = {
             ("--flash-attn", FLASH_ATTENTION),
             ("-fa", FLASH_ATTENTION),
         ),
+    ),
+    # llama.cpp's C++ server. Prompt caching is on unless --no-cache-prompt; -np absent means
+    # "auto" (4 slots), so only an explicit -np N > 1 claims parallel slots.
+    "llama-server": EngineProfile(
+        name="llama-server",
+        health_path="/health",
+        version_paths=("/props",),
+        metrics_path="/metrics",  # only with --metrics; /slots and response timings need nothing
+        flags=(
+            ("-md", SPECULATIVE),
+            ("--model-draft", SPECULATIVE),
+            ("--spec-draft-model", SPECULATIVE),
+            ("--spec-type", SPECULATIVE),
+            ("-fa", FLASH_ATTENTION),
+            ("--flash-attn", FLASH_ATTENTION),
+            ("--cache-reuse", PREFIX_CACHE),
+        ),
+        default_on=(("--no-cache-prompt", PREFIX_CACHE),),
+        counts=(("-np", PARALLEL), ("--parallel", PARALLEL)),
     ),
     "generic": EngineProfile(
         name="generic",
@@ -115,7 +141,9 @@ def guess_profile(argv: Sequence[str]) -> str:
         return "vllm"
     if "sglang" in head:
         return "sglang"
-    if "llama_cpp" in head or "llama-server" in head or "llama-cpp" in head:
+    if any(name in head for name in ("llama-server", "{llama_server}", "llama-cpp-server")):
+        return "llama-server"
+    if "llama_cpp" in head or "llama-cpp" in head:
         return "llamacpp"
     return "generic"
 

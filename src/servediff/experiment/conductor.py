@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 from servediff.compare.divergence import divergence_points
 from servediff.engines import Engine, Prober
 from servediff.engines.factory import EngineSpec, make_engine, make_prober
+from servediff.engines.llama_server import ServerState, read_state
+from servediff.engines.llama_server_checks import verify as verify_llama_server
 from servediff.engines.openai_http import HTTPOptions
 from servediff.engines.profiles import PROFILES, Snapshot, flagged, verify_claims, vllm_snapshot
 from servediff.experiment.engine import engine_spec
@@ -120,13 +122,14 @@ class Session:
             # in-process: replays the prefix exactly as generation did
             return make_prober(self._spec(slot)), None
         template = None
-        if any(isinstance(item.input, list) for _, item, _ in points):
+        native = self.config.profile == "llama-server"  # the server applies its own template
+        if not native and any(isinstance(item.input, list) for _, item, _ in points):
             template = chat_template(template_path(self.exp, self.config))
         replay = self.exp.probes.replay
         if replay is None:
             # llama.cpp servers reuse the previous request's KV cache, so a replayed prefix is
             # evaluated one token per step as in generation; elsewhere a one-pass estimate.
-            replay = self.config.profile == "llamacpp"
+            replay = self.config.profile in ("llamacpp", "llama-server")
         return make_prober(self._spec(slot), template, replay), template.source if template else None
 
     def _spec(self, slot: Slot) -> EngineSpec:
@@ -137,9 +140,11 @@ class Session:
         weights = self.config.model_path or self.exp.model_path  # a declared checkpoint's own file
         return engine_spec(self.config, slot.label, weights, http, version)
 
-    def snapshot(self) -> Snapshot | None:
+    def snapshot(self) -> Snapshot | ServerState | None:
         """The engine's counters now; None where the engine exports none servediff reads."""
         profile = PROFILES.get(self.config.profile)
+        if self.base_url is not None and self.config.profile == "llama-server":
+            return read_state(self.base_url)
         if self.base_url is None or profile is None or profile.metrics_path is None:
             return None
         if self.config.profile != "vllm":
@@ -148,15 +153,29 @@ class Session:
         return vllm_snapshot(text) if status == 200 else None
 
     def verification(
-        self, before: Snapshot | None, after: Snapshot | None, result: RunResult
+        self,
+        before: Snapshot | ServerState | None,
+        after: Snapshot | ServerState | None,
+        result: RunResult,
+        slot: Slot,
     ) -> dict[str, Any]:
-        checks = verify_claims(self.config.profile, self.config.claims, before, after)
+        extra: dict[str, Any] = {}
+        if isinstance(before, ServerState) or isinstance(after, ServerState):
+            states = (_state(before), _state(after))
+            timings = [i.metadata.get("engine_timings") for i in read_run(slot.path).items.values()]
+            checks = verify_llama_server(self.config.claims, *states, timings, slot.concurrency)
+            read = states[0] is not None and states[0].n_decode is not None
+            extra["server_knobs"] = states[0].props if states[0] is not None else {}
+        else:
+            checks = verify_claims(self.config.profile, self.config.claims, _snap(before), _snap(after))
+            read = before is not None
         out: dict[str, Any] = {
             "profile": self.config.profile,
             "kind": self.config.kind,
             "claims": checks,
             "flagged": flagged(checks),
-            "metrics": "read" if before is not None else "not available",
+            "metrics": "read" if read else "not available",
+            **extra,
             "covers": "whole run"
             if result.skipped == 0
             else f"resumed part ({result.total - result.skipped} items)",
@@ -172,6 +191,14 @@ class Session:
         elif self.config.kind == "embedded":
             out["served"] = ["in-process"]
         return out
+
+
+def _state(value: Snapshot | ServerState | None) -> ServerState | None:
+    return value if isinstance(value, ServerState) else None
+
+
+def _snap(value: Snapshot | ServerState | None) -> Snapshot | None:
+    return value if isinstance(value, Snapshot) else None
 
 
 @contextmanager
@@ -268,7 +295,7 @@ def run_slot(
         after = live.snapshot()
     finally:
         engine.close()
-    verification = live.verification(before, after, result)
+    verification = live.verification(before, after, result, slot)
     annotate(slot.path, {"verification": verification})
     outcome.ran.append(slot.path)
     outcome.errors += result.errors

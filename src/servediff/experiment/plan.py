@@ -48,7 +48,7 @@ def plan_slots(exp: Experiment) -> list[Slot]:
                     Slot(config, suite, r, exp.concurrency, config.label, folder / f"{stem}.r{r}.jsonl")
                 )
         sweep = exp.sweep
-        if sweep is not None and sweep.configuration == config.label:
+        if sweep is not None and config.label in sweep.configurations:
             suite = next(s for s in exp.suites if s.name == sweep.suite)
             stem = f"{suite.name}.{suite_digest(suite)}"
             for c in sweep.concurrency:

@@ -119,11 +119,11 @@ class ConfigSpec:
 
 @dataclass(frozen=True, slots=True)
 class SweepSpec:
-    """Run one configuration's control at several concurrencies, several times each."""
+    """Run one or more configurations at several concurrencies, several times each."""
 
     concurrency: tuple[int, ...]
     repeats: int
-    configuration: str
+    configurations: tuple[str, ...]
     suite: str
 
 
@@ -617,21 +617,24 @@ def _sweep(
         raise src.error(
             "sweep.repeats must be >= 2 (unique outputs need repeats)", src.line("repeats", "sweep")
         )
-    configuration = table.get("configuration", control)
-    if configuration not in kinds:
-        raise src.error(
-            f"sweep.configuration {configuration!r} is not a configuration label ({list(kinds)})",
-            src.line("configuration", "sweep"),
-        )
-    if max(levels) > 1 and kinds[configuration] == "embedded":
-        raise src.error(
-            f"sweep.configuration {configuration!r} is embedded: it runs one request at a time; "
-            "a load sweep needs a server (launch or base_url)",
-            src.line("configuration", "sweep"),
-        )
+    given = table.get("configuration", control)
+    # one label, or several (the same load on each: -np 4 against -np 1)
+    labels = given if isinstance(given, list) else [given]
+    for configuration in labels:
+        if not isinstance(configuration, str) or configuration not in kinds:
+            raise src.error(
+                f"sweep.configuration {configuration!r} is not a configuration label ({list(kinds)})",
+                src.line("configuration", "sweep"),
+            )
+        if max(levels) > 1 and kinds[configuration] == "embedded":
+            raise src.error(
+                f"sweep.configuration {configuration!r} is embedded: it runs one request at a time; "
+                "a load sweep needs a server (launch or base_url)",
+                src.line("configuration", "sweep"),
+            )
     return SweepSpec(
         concurrency=tuple(dict.fromkeys(levels)),
         repeats=repeats,
-        configuration=configuration,
+        configurations=tuple(dict.fromkeys(labels)),
         suite=suite,
     )

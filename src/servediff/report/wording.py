@@ -60,7 +60,9 @@ def verification_note() -> str:
     return (
         "Counters are read from the engine's /metrics before and after each run (vLLM: "
         "vllm:spec_decode_num_drafts, …_num_draft_tokens, …_num_accepted_tokens, "
-        "…_num_accepted_tokens_per_pos, vllm:prefix_cache_queries/_hits). Acceptance length = 1 + "
+        "…_num_accepted_tokens_per_pos, vllm:prefix_cache_queries/_hits; llama-server: each "
+        "response's timings draft_n/draft_n_accepted and cache_n summed over the run, /slots, and "
+        "/metrics busy slots per decode call). Acceptance length = 1 + "
         'accepted / drafts; acceptance rate = accepted / drafted tokens. "not verified" means the '
         "engine exposes nothing that could confirm the feature either way."
     )
