@@ -376,6 +376,15 @@ def _add_experiment(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--out", type=output_folder, help="output folder (default: the file's 'output')")
     p.add_argument("--check", action="store_true", help="validate the file and list its runs; run nothing")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        help="local: one configuration at a time here (default); ray: each configuration a Ray task "
+        "with its declared resources, in parallel (needs servediff[ray]); overrides [executor] kind",
+    )
+    p.add_argument(
+        "--ray-address", help="the Ray cluster to join (e.g. ray://head:10001); default: start a local one"
+    )
 
 
 def _add_configs(sub: argparse._SubParsersAction[Parser]) -> None:
