@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from servediff.cli import main
 from servediff.experiment import load_experiment, run_experiment
 from servediff.experiment.cluster import ray_executor
 from servediff.experiment.cluster_spec import Executor
@@ -99,6 +100,7 @@ def test_two_configurations_in_parallel_match_the_sequential_executor(tmp_path: 
     assert len(remote.probed) == len(local.probed) == 2
     report = (tmp_path / "ray" / "report.md").read_text()
     assert "## Where each configuration ran" in report and "| `ubatch1` |" in report
+    assert 'id="placement"' in (tmp_path / "ray" / "report.html").read_text()
     # everything is complete: a re-run starts nothing and rewrites nothing
     before = {p: p.read_bytes() for p in (tmp_path / "ray").rglob("*.jsonl")}
     again = on_ray(path, tmp_path / "ray")
@@ -160,10 +162,11 @@ def served_by(out: Path, label: str) -> list[int]:
 
 
 def test_two_identical_launched_replicas_agree(tmp_path: Path) -> None:
+    # chosen in the file, through the CLI, with the workers writing into the output folder
     body = configuration("stock", more=f"replicas = 2\nreplica_check = 2\n{GPU}")
-    path = experiment(tmp_path, body, suite="limit = 4", head="[probes]\nenabled = false")
-    outcome = on_ray(path, tmp_path / "out")
-    assert outcome.errors == 0
+    head = '[probes]\nenabled = false\n[executor]\nkind = "ray"\nrecords = "shared"'
+    path = experiment(tmp_path, body, suite="limit = 4", head=head)
+    assert main(["experiment", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
     assert served_by(tmp_path / "out", "stock") == [0, 0, 1, 1]  # spread over both
     check = replica_check(tmp_path / "out", "stock")
     assert (check["replicas"], check["items"], check["heterogeneous"]) == (2, 2, False)
@@ -185,13 +188,16 @@ def test_replicas_with_different_knobs_are_flagged(tmp_path: Path) -> None:
             )
             path = experiment(tmp_path, body, suite=diverging_suite(tmp_path))
             outcome = on_ray(path, tmp_path / "out")
+            # the CLI's flag; everything is done, so nothing starts: exit 1 for the flag alone
+            code = main(["experiment", str(path), "--out", str(tmp_path / "out"), "--executor", "ray"])
         finally:
             ubatch.stop()
     finally:
         stock.stop()
-    assert outcome.errors == 0
+    assert outcome.errors == 0 and code == 1
     check = replica_check(tmp_path / "out", "pool")
     assert check["heterogeneous"] and check["disagree"] == [0, 1] and check["differing_items"]
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "replicas disagree" in report
+    assert "replicas disagree" in report and "#0, #1 differ" in report
+    assert "replicas disagree" in (tmp_path / "out" / "report.html").read_text()
     assert any("replicas" in f for f in outcome.flags)

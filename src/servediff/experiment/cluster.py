@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,36 +60,43 @@ def ray_executor(executor: Executor) -> Any:
     return run
 
 
+@dataclass
+class _Round:
+    """One round of tasks (runs, or probes) and what the threads that follow them collect."""
+
+    job: Job
+    executor: Executor
+    phase: str
+    outcome: Outcome
+    failures: list[BaseException] = field(default_factory=list)
+    streams: list[Any] = field(default_factory=list)
+
+
 def _round(job: Job, executor: Executor, labels: list[str], phase: str, outcome: Outcome) -> None:
     """One task per configuration, all at once (Ray queues what does not fit), each streamed
     into the output folder by a thread of its own."""
-    failures: list[BaseException] = []
+    import ray
+
+    state = _Round(job, executor, phase, outcome)
     threads = [
-        threading.Thread(
-            target=_drive,
-            args=(job, executor, job.exp.config(label), phase, outcome, failures),
-            name=f"ray-{label}",
-            daemon=True,
-        )
+        threading.Thread(target=_drive, args=(state, job.exp.config(label)), name=f"ray-{label}", daemon=True)
         for label in labels
         if label not in outcome.lost
     ]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
-    if failures:
-        raise failures[0]
+    try:
+        for t in threads:
+            t.join()
+    except BaseException:  # Ctrl-C: end the tasks; their servers die with their workers
+        for stream in state.streams:
+            ray.cancel(stream, force=True)
+        raise
+    if state.failures:
+        raise state.failures[0]
 
 
-def _drive(
-    job: Job,
-    executor: Executor,
-    config: ConfigSpec,
-    phase: str,
-    outcome: Outcome,
-    failures: list[BaseException],
-) -> None:
+def _drive(state: _Round, config: ConfigSpec) -> None:
     import ray
 
     task = ray.remote(configuration_task).options(
@@ -96,11 +104,12 @@ def _drive(
         num_gpus=config.resources.num_gpus,
         resources=dict(config.resources.custom),
         max_retries=0,  # a lost worker is reported and resumed by a re-run, not silently redone
-        name=f"servediff:{config.label}:{phase}",
+        name=f"servediff:{config.label}:{state.phase}",
     )
-    shared = executor.records == "shared"
-    seed = None if shared else seed_files(job, config)
-    stream: Any = task.remote(job, config.label, phase, seed)
+    job, outcome = state.job, state.outcome
+    seed = None if state.executor.records == "shared" else seed_files(job, config)
+    stream: Any = task.remote(job, config.label, state.phase, seed)
+    state.streams.append(stream)
     try:
         for ref in stream:
             kind, rel, payload = ray.get(ref)
@@ -109,7 +118,7 @@ def _drive(
             else:
                 apply(job.exp.output, kind, rel, payload)
     except ray.exceptions.RayTaskError as exc:  # the configuration itself failed: as locally
-        failures.append(exc.cause if isinstance(exc.cause, BaseException) else exc)
+        state.failures.append(exc.cause if isinstance(exc.cause, BaseException) else exc)
     except ray.exceptions.RayError as exc:  # the worker or its node is gone
         outcome.lost.append(config.label)
         outcome.errors += 1

@@ -62,7 +62,7 @@ def base_urls(src: Source, table: dict[str, Any], label: str, line: Any) -> tupl
     value = table.get("base_url")
     if value is None:
         return ()
-    urls = [value] if isinstance(value, str) else value
+    urls = value if isinstance(value, list) else [typed(src, value, str, "base_url", line("base_url"))]
     if not isinstance(urls, list) or not urls or not all(isinstance(u, str) and u for u in urls):
         raise src.error(
             f"configuration {label!r}: base_url must be a URL or a list of URLs (replicas)", line("base_url")
