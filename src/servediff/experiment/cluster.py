@@ -148,7 +148,17 @@ def seed_files(job: Job, config: ConfigSpec) -> dict[str, bytes]:
     name = f"{config.label}.{config.digest}"
     for pattern in (f"replicas/{name}/*", f"logs/{name}*.log"):
         paths |= set(exp.output.glob(pattern))
-    return {str(p.relative_to(exp.output)): p.read_bytes() for p in sorted(paths) if p.is_file()}
+    out = {}
+    for path in sorted(p for p in paths if p.is_file()):
+        rel, data = str(path.relative_to(exp.output)), path.read_bytes()
+        complete = data[: data.rfind(b"\n") + 1]
+        if complete != data:
+            # A cut last line (a killed writer): dropped here and in the worker's copy alike, so
+            # that the lines the worker appends continue both; its item runs again.
+            print(f"warning: {path}: dropped a cut last line; its item runs again", file=sys.stderr)
+            apply(exp.output, "put", rel, complete)
+        out[rel] = complete
+    return out
 
 
 # --- on the worker ---------------------------------------------------------------------------

@@ -7,6 +7,9 @@ Every (configuration, suite, repeat) is one record file whose name carries a has
 configuration's definition: re-running skips complete files (a configuration whose runs are all
 complete is not even started), resumes partial ones, and a changed definition gets new files
 without touching the other configurations' runs.
+
+That is the local executor (``sequential``); ``run_experiment`` takes another, such as the Ray
+executor of ``experiment.cluster``, which runs the same ``run_configuration`` on cluster nodes.
 """
 
 from __future__ import annotations
@@ -175,10 +178,10 @@ class Session:
                 log=str(self.server.log.relative_to(self.exp.output)),
                 pid=self.server.pid,
             )
-        if len(self.base_urls) > 1:
-            out["replicas"] = list(self.base_urls)
         elif self.config.kind == "embedded":
             out["served"] = ["in-process"]
+        if len(self.base_urls) > 1:
+            out["replicas"] = list(self.base_urls)
         return out
 
 
