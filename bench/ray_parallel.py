@@ -9,7 +9,10 @@ slowest of these is the floor a parallel run can reach), all of them on the loca
 after the other, then all of them on a local Ray cluster of N CPU slots (each configuration
 declares ``num_cpus = 1``). Ray's own start-up (``ray.init`` of a local cluster) and shut-down
 are timed apart from the experiment. Target: Ray's wall time ≤ 1.25 × the slowest single
-configuration. Probes are off: this measures how runs are scheduled, not what they find.
+configuration. Times are the executor's wall (first engine start to last stop); the row "what
+the executor adds" is the Ray wall minus its longest configuration's own span from the records,
+which does not depend on the machine's load. Probes are off: this measures how runs are
+scheduled, not what they find.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 from servediff.experiment import load_experiment, run_experiment
 from servediff.experiment.cluster import ray_executor
 from servediff.experiment.cluster_spec import Executor
+from servediff.experiment.conductor import Job, Outcome, sequential
 from servediff.record import read_run
 
 SERVER = (
@@ -64,16 +68,24 @@ def longest_span(out: Path) -> float:
 
 
 def timed_run(path: Path, out: Path, only: str | None = None, on_ray: bool = False) -> float:
+    """The executor's wall time: from the first engine start to the last stop. Loading the
+    suites and writing the report (which costs more for two configurations than for one: the
+    pair's comparison and its plots) are outside it, the same for every side."""
     exp = load_experiment(path, output=out)
     if only is not None:
         exp = dataclasses.replace(exp, configurations=(exp.config(only),), control=only)
-    executor = {"executor": ray_executor(Executor(kind="ray"))} if on_ray else {}
-    t0 = time.perf_counter()
-    outcome = run_experiment(exp, progress=False, **executor)
-    wall = time.perf_counter() - t0
+    executor = ray_executor(Executor(kind="ray")) if on_ray else sequential
+    took: list[float] = []
+
+    def clocked(job: Job, outcome: Outcome) -> None:
+        t0 = time.perf_counter()
+        executor(job, outcome)
+        took.append(time.perf_counter() - t0)
+
+    outcome = run_experiment(exp, progress=False, executor=clocked)
     if outcome.errors or outcome.lost:
         raise SystemExit(f"{out}: {outcome.errors} error(s), lost {outcome.lost}")
-    return wall
+    return took[0]
 
 
 def main() -> None:
@@ -119,7 +131,7 @@ def table(
         return f"{med[key]:.1f} s ({', '.join(f'{w:.1f}' for w in walls[key])})"
 
     work = f"{args.configs} configurations, {args.items} prompts × {args.max_tokens} tokens"
-    print(f"| {work} | median (each round) |")
+    print(f"| {work} | executor wall, median (each round) |")
     print("|---|---|")
     for label in labels:
         print(f"| `{label}` alone, local executor | {cell(label)} |")
