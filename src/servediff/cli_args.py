@@ -401,6 +401,15 @@ def _add_experiment(sub: argparse._SubParsersAction[Parser]) -> None:
         help="with [[factors]]: also run the combinations that settle each divergence's smallest cause",
     )
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        help="local: one configuration at a time here (default); ray: each configuration a Ray task "
+        "with its declared resources, in parallel (needs servediff[ray]); overrides [executor] kind",
+    )
+    p.add_argument(
+        "--ray-address", help="the Ray cluster to join (e.g. ray://head:10001); default: start a local one"
+    )
 
 
 def _add_configs(sub: argparse._SubParsersAction[Parser]) -> None:

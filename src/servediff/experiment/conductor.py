@@ -7,6 +7,9 @@ Every (configuration, suite, repeat) is one record file whose name carries a has
 configuration's definition: re-running skips complete files (a configuration whose runs are all
 complete is not even started), resumes partial ones, and a changed definition gets new files
 without touching the other configurations' runs.
+
+That is the local executor (``sequential``); ``run_experiment`` takes another, such as the Ray
+executor of ``experiment.cluster``, which runs the same ``run_configuration`` on cluster nodes.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ import functools
 import signal
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -30,11 +33,14 @@ from servediff.engines.llama_server import ServerState, read_state
 from servediff.engines.llama_server_checks import verify as verify_llama_server
 from servediff.engines.openai_http import HTTPOptions
 from servediff.engines.profiles import PROFILES, Snapshot, flagged, verify_claims, vllm_snapshot
+from servediff.engines.replicas import ReplicaSet
 from servediff.experiment.engine import engine_spec
 from servediff.experiment.factors import header as factor_header
 from servediff.experiment.lifecycle import Placeholders, RunningServer, get_text, launched
+from servediff.experiment.placement import placed
 from servediff.experiment.plan import Slot, ordered, plan_slots
 from servediff.experiment.probing import ProbeSlot, pending, plan_probes
+from servediff.experiment.replica_check import check_due, check_replicas
 from servediff.experiment.reporting import write_report
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
@@ -42,7 +48,7 @@ from servediff.probe import probe_sides
 from servediff.record import RecordError, Run, read_header, read_run
 from servediff.redaction import redact_argv
 from servediff.report.model import Report
-from servediff.report.wording import flag_line
+from servediff.report.wording import flag_line, replica_line
 from servediff.runner import RunPlan, RunResult, execute
 from servediff.suites import Suite, SuiteOptions, load_suite
 from servediff.types import SamplingParams
@@ -63,6 +69,7 @@ class Outcome:
     probed: list[Path] = dataclasses.field(default_factory=list)
     probe_errors: int = 0
     notes: list[str] = dataclasses.field(default_factory=list)
+    lost: list[str] = dataclasses.field(default_factory=list)  # configurations whose worker was lost
     model: Report | None = None  # what the report shows, for the CLI's closing summary
 
 
@@ -109,12 +116,20 @@ def sampling_for(exp: Experiment, spec: SuiteSpec, suite: Suite) -> SamplingPara
 class Session:
     """A configuration's engine while it is up: makes engines, reads counters."""
 
-    def __init__(self, exp: Experiment, config: ConfigSpec, server: RunningServer | None) -> None:
-        self.exp, self.config, self.server = exp, config, server
-        self.base_url = server.base_url if server else config.base_url
+    def __init__(self, exp: Experiment, config: ConfigSpec, servers: Sequence[RunningServer] = ()) -> None:
+        self.exp, self.config, self.servers = exp, config, tuple(servers)
+        self.server = self.servers[0] if self.servers else None
+        given = config.base_urls or ((config.base_url,) if config.base_url else ())
+        self.base_urls = tuple(s.base_url for s in self.servers) or given
+        self.base_url = self.base_urls[0] if self.base_urls else None
 
     def engine(self, slot: Slot) -> Engine:
+        if len(self.base_urls) > 1:  # items spread over the replicas, each item names its own
+            return ReplicaSet(self.replica_engines(slot))
         return make_engine(self._spec(slot))
+
+    def replica_engines(self, slot: Slot) -> list[Engine]:
+        return [make_engine(self._spec(slot, url)) for url in self.base_urls]
 
     def prober(self, slot: Slot, points: list[Any]) -> tuple[Prober, str | None]:
         """An engine that answers probes as this configuration: (prober, template source)."""
@@ -132,10 +147,11 @@ class Session:
             replay = self.config.profile in ("llamacpp", "llama-server")
         return make_prober(self._spec(slot), template, replay), template.source if template else None
 
-    def _spec(self, slot: Slot) -> EngineSpec:
+    def _spec(self, slot: Slot, base_url: str | None = None) -> EngineSpec:
         http = None
-        if self.base_url is not None:
-            http = HTTPOptions(base_url=self.base_url, model=self.exp.model, concurrency=slot.concurrency)
+        url = base_url or self.base_url
+        if url is not None:
+            http = HTTPOptions(base_url=url, model=self.exp.model, concurrency=slot.concurrency)
         version = self.server.version if self.server else None
         weights = self.config.model_path or self.exp.model_path  # a declared checkpoint's own file
         return engine_spec(self.config, slot.label, weights, http, version)
@@ -190,6 +206,8 @@ class Session:
             )
         elif self.config.kind == "embedded":
             out["served"] = ["in-process"]
+        if len(self.base_urls) > 1:
+            out["replicas"] = list(self.base_urls)
         return out
 
 
@@ -204,18 +222,29 @@ def _snap(value: Snapshot | ServerState | None) -> Snapshot | None:
 @contextmanager
 def session(exp: Experiment, config: ConfigSpec) -> Iterator[Session]:
     if config.launch is None:
-        yield Session(exp, config, None)
+        yield Session(exp, config)
         return
+    with ExitStack() as stack:
+        servers = [stack.enter_context(_replica(exp, config, n)) for n in range(config.replicas)]
+        yield Session(exp, config, servers)
+    _say(f"[{config.label}] stopped")
+
+
+@contextmanager
+def _replica(exp: Experiment, config: ConfigSpec, n: int) -> Iterator[RunningServer]:
+    """One launched copy of the configuration (replica 0 keeps the log name of a single server)."""
+    assert config.launch is not None
     model_path = str(exp.model_path) if exp.model_path else _default_model_path_or_empty(config)
-    log = exp.output / "logs" / f"{config.label}.{config.digest}.log"
+    log = exp.output / "logs" / f"{config.label}.{config.digest}{f'.rep{n}' if n else ''}.log"
     _say(f"[{config.label}] starting: {' '.join(redact_argv(config.launch.argv))}")
-    with launched(config, log, exp.model, Placeholders(exp.model, model_path)) as server:
+    # On a cluster worker the server must not outlive a worker that is killed.
+    orphan_proof = placed() is not None
+    with launched(config, log, exp.model, Placeholders(exp.model, model_path), orphan_proof) as server:
         _say(
             f"[{config.label}] healthy after {server.startup_s:.1f} s on port {server.port}, serves "
             f"{list(server.served)}, version {server.version or 'not exposed'}; log {log}"
         )
-        yield Session(exp, config, server)
-    _say(f"[{config.label}] stopped")
+        yield server
 
 
 def template_path(exp: Experiment, config: ConfigSpec) -> Path | None:
@@ -261,26 +290,28 @@ def run_configuration(
     runs first, then its side of every pair whose two runs now exist."""
     todo = [s for s in slots if not is_complete(s, suites[s.suite.name])]
     outcome.skipped += [s.path for s in slots if s not in todo]
-    if not todo and not any(pending(p, exp.probes.k) for p in probes):
+    unchecked = any(check_due(s) for s in slots)
+    if not unchecked and not todo and not any(pending(p, exp.probes.k) for p in probes):
         _say(f"[{config.label}] all {len(slots)} run(s) complete: not started")
         return
     with session(exp, config) as live:
         for slot in todo:
             run_slot(exp, live, slot, suites[slot.suite.name], outcome, progress)
+        for slot in (s for s in slots if check_due(s)):
+            engines = live.replica_engines(slot)
+            found = check_replicas(slot_plan(exp, slot, suites[slot.suite.name]), slot, engines, progress)
+            annotate(slot.path, {"replica_check": {**found, "urls": list(live.base_urls)}})
         take_probes(live, due(probes, exp.probes.k), outcome, progress)
 
 
-def run_slot(
-    exp: Experiment, live: Session, slot: Slot, suite: Suite, outcome: Outcome, progress: bool
-) -> None:
-    engine = live.engine(slot)
+def slot_plan(exp: Experiment, slot: Slot, suite: Suite) -> RunPlan:
     extra: dict[str, Any] = {
         "experiment": {"file": exp.path.name, "definition_sha256": slot.config.digest, "sweep": slot.sweep}
     }
     if exp.design is not None and slot.config.factors is not None and not slot.sweep:
         # the report attributes divergences to factors from the records alone
         extra["experiment"]["factors"] = factor_header(exp.design, slot.config.factors)
-    plan = RunPlan(
+    return RunPlan(
         suite,
         slot.label,
         slot.path,
@@ -289,6 +320,13 @@ def run_slot(
         concurrency=slot.concurrency,
         extra=extra,
     )
+
+
+def run_slot(
+    exp: Experiment, live: Session, slot: Slot, suite: Suite, outcome: Outcome, progress: bool
+) -> None:
+    engine = live.engine(slot)
+    plan = slot_plan(exp, slot, suite)
     try:
         before = live.snapshot()
         result = execute(plan, engine, progress=progress)
@@ -296,7 +334,8 @@ def run_slot(
     finally:
         engine.close()
     verification = live.verification(before, after, result, slot)
-    annotate(slot.path, {"verification": verification})
+    where = placed()  # the cluster node and GPUs it ran on, when it ran on a cluster
+    annotate(slot.path, {"verification": verification, **({"placement": where} if where else {})})
     outcome.ran.append(slot.path)
     outcome.errors += result.errors
     _say(
@@ -369,7 +408,46 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run_experiment(exp: Experiment, progress: bool = True) -> Outcome:
+@dataclass(frozen=True)
+class Job:
+    """Everything an executor needs to run an experiment's configurations."""
+
+    exp: Experiment
+    slots: list[Slot]
+    probes: list[ProbeSlot]
+    suites: dict[str, Suite]
+    progress: bool
+
+    def mine(self, label: str) -> tuple[list[Slot], list[ProbeSlot]]:
+        """A configuration's runs and its sides of the probes."""
+        return [s for s in self.slots if s.config.label == label], [
+            p for p in self.probes if p.config.label == label
+        ]
+
+
+def sequential(job: Job, outcome: Outcome) -> None:
+    """The default executor: one configuration at a time on this machine."""
+    exp = job.exp
+    for config in ordered(exp):
+        slots, probes = job.mine(config.label)
+        run_configuration(exp, config, slots, probes, job.suites, outcome, job.progress)
+    # The control's side of each pair could only be probed once the others had run.
+    for config in ordered(exp):
+        probe_again(job, config, outcome)
+
+
+def probe_again(job: Job, config: ConfigSpec, outcome: Outcome) -> None:
+    """Start a configuration once more to probe its sides of the pairs that are now due."""
+    left = due(job.mine(config.label)[1], job.exp.probes.k)
+    if left:
+        _say(f"[{config.label}] started again to probe its side of {len(left)} pair(s)")
+        with session(job.exp, config) as live:
+            take_probes(live, left, outcome, job.progress)
+
+
+def run_experiment(
+    exp: Experiment, progress: bool = True, executor: Callable[[Job, Outcome], None] = sequential
+) -> Outcome:
     suites = load_suites(exp)
     slots = plan_slots(exp)
     probes, notes = check_probe_templates(exp, plan_probes(exp, slots), suites)
@@ -379,23 +457,15 @@ def run_experiment(exp: Experiment, progress: bool = True) -> Outcome:
         _say(f"note: {note}")
     exp.output.mkdir(parents=True, exist_ok=True)
     with _sigterm_as_interrupt():
-        for config in ordered(exp):
-            mine = [s for s in slots if s.config.label == config.label]
-            theirs = [p for p in probes if p.config.label == config.label]
-            run_configuration(exp, config, mine, theirs, suites, outcome, progress)
-        # The control's side of each pair could only be probed once the others had run.
-        for config in ordered(exp):
-            left = due([p for p in probes if p.config.label == config.label], exp.probes.k)
-            if left:
-                _say(f"[{config.label}] started again to probe its side of {len(left)} pair(s)")
-                with session(exp, config) as live:
-                    take_probes(live, left, outcome, progress)
+        executor(Job(exp, slots, probes, suites, progress), outcome)
     outcome.model = write_report(
         exp, [s.path for s in slots if s.path.is_file()], [p.path for p in probes if p.path.is_file()]
     )
     if outcome.model is not None:
         outcome.report = exp.output / "report.md"
-        outcome.flags = [flag_line(c) for c in outcome.model.flagged]
+        outcome.flags = [flag_line(c) for c in outcome.model.flagged] + [
+            replica_line(c) for c in outcome.model.replica_checks if c.heterogeneous
+        ]
     return outcome
 
 

@@ -24,7 +24,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -120,8 +120,12 @@ def get_text(url: str, timeout: float = 5.0) -> tuple[int, str]:
 
 
 @contextmanager
-def launched(config: ConfigSpec, log: Path, model: str, values: Placeholders) -> Iterator[RunningServer]:
-    """A healthy server serving ``model``, stopped (group SIGTERM → SIGKILL) on exit."""
+def launched(
+    config: ConfigSpec, log: Path, model: str, values: Placeholders, orphan_proof: bool = False
+) -> Iterator[RunningServer]:
+    """A healthy server serving ``model``, stopped (group SIGTERM → SIGKILL) on exit.
+    ``orphan_proof``: the kernel kills it when the thread that started it dies, even by SIGKILL
+    (Linux; a cluster worker that is lost must not leave its engine running)."""
     spec, label = config.launch, config.label
     if spec is None:
         raise ValueError(f"{label}: not a launched configuration")
@@ -140,6 +144,7 @@ def launched(config: ConfigSpec, log: Path, model: str, values: Placeholders) ->
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **dict(spec.env)},
                 start_new_session=True,  # its own process group: stop it and its workers together
+                preexec_fn=_parent_death_signal() if orphan_proof else None,
             )
         except OSError as exc:
             raise LaunchError(f"{label}: cannot start {argv[0]!r}: {exc.strerror or exc}") from exc
@@ -160,6 +165,22 @@ def launched(config: ConfigSpec, log: Path, model: str, values: Placeholders) ->
             if pump is not None:
                 pump.drain(spec.stop_timeout_s)
             _wait_port_free(port, spec.stop_timeout_s)
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A pre-exec hook asking the kernel for SIGKILL when the starting thread dies (Linux only).
+    libc is loaded here, before the fork: the child only makes the one call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_pdeathsig = 1
+
+    def hook() -> None:
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL))
+
+    return hook
 
 
 class LogPump:

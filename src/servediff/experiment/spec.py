@@ -21,6 +21,8 @@ from typing import Any
 from servediff.engines.hf_knobs import HFKnobs
 from servediff.engines.knobs import CONFIGS, LlamaKnobs, knobs_from_mapping
 from servediff.engines.profiles import CLAIMS, PROFILES, guess_profile
+from servediff.experiment.cluster_spec import Executor, Resources, base_urls, executor, resources
+from servediff.experiment.cluster_spec import replicas as replicas_of
 from servediff.experiment.factors import Design, FactorError, applied, parse_design
 from servediff.experiment.source import ExperimentError, Source, check_keys, integer, seconds, typed
 from servediff.textfile import read_utf8
@@ -48,6 +50,7 @@ TOP_KEYS = [
     "factors",
     "pairs",
     "checkpoints",
+    "executor",
 ]
 PROBE_KEYS = ("enabled", "k", "replay", "template")
 SAMPLING_KEYS = ("max_tokens", "seed", "top_logprobs", "thinking", "temperature", "top_p", "top_k", "samples")
@@ -67,7 +70,13 @@ CONFIG_KEYS = [
     "config",
     "engine",
     "model_path",
+    "resources",
+    "replicas",
+    "replica_check",
 ]
+# Where a configuration runs and how its shared subset is checked are not what it is: changing
+# them keeps its digest, so its finished runs are reused.
+PLACEMENT_KEYS = ("resources", "replica_check")
 SWEEP_KEYS = ("concurrency", "repeats", "configuration", "suite")
 # '+' for the labels a factor design makes ("+flash_attn"); it is safe in file names.
 LABEL = re.compile(r"^[A-Za-z0-9+][A-Za-z0-9._+-]*$")
@@ -111,6 +120,10 @@ class ConfigSpec:
     hf: HFKnobs | None = None
     # Its own weight file (embedded): another checkpoint of the model, with ``checkpoints = true``.
     model_path: Path | None = None
+    base_urls: tuple[str, ...] = ()  # every replica's URL (base_url is the first) when several
+    replicas: int = 1  # launched copies of ``launch``, or the number of ``base_urls``
+    replica_check: int = 4  # items every replica answers, for the A/A across replicas
+    resources: Resources = field(default_factory=Resources)
 
     @property
     def kind(self) -> str:
@@ -165,6 +178,7 @@ class Experiment:
     # The configurations load different weight files of one model (declared): compared when their
     # tokenizers match (vocabulary hash), and the report names each side's checkpoint.
     checkpoints: bool = False
+    executor: Executor = field(default_factory=Executor)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def config(self, label: str) -> ConfigSpec:
@@ -254,6 +268,7 @@ def parse_experiment(
         pairs=_pairs(src, raw.get("pairs", "all")),
         notes=notes,
         checkpoints=checkpoints,
+        executor=executor(src, raw.get("executor", {})),
         raw=raw,
     )
 
@@ -460,9 +475,10 @@ def _configuration(src: Source, table: Any, n: int, shared: dict[str, Any]) -> C
             f"got {kinds or 'none'}",
             line("label"),
         )
-    for key in ("base_url", "profile", "health"):
+    for key in ("profile", "health"):
         if key in table:
             typed(src, table[key], str, key, line(key))
+    urls = base_urls(src, table, label, line)
     launch = _launch(src, table, label, line) if "launch" in table else None
     engine = _engine(src, table, label, line) if embedded else None
     knobs = _knobs(src, table, label, line) if engine == "llamacpp" else None
@@ -479,17 +495,23 @@ def _configuration(src: Source, table: Any, n: int, shared: dict[str, Any]) -> C
     bad = [c for c in claims if c not in CLAIMS]
     if bad:
         raise src.error(f"unknown claim {bad[0]!r}; known: {list(CLAIMS)}", line("claims"))
-    definition = json.dumps([table, shared], sort_keys=True, default=str)
+    identity = {k: v for k, v in table.items() if k not in PLACEMENT_KEYS}
+    definition = json.dumps([identity, shared], sort_keys=True, default=str)
+    n_replicas = replicas_of(src, table, label, line, urls)
     return ConfigSpec(
         label=label,
         profile=profile,
         claims=tuple(claims),
         digest=hashlib.sha256(definition.encode()).hexdigest()[:10],
         launch=launch,
-        base_url=table.get("base_url"),
+        base_url=urls[0] if urls else None,
         knobs=knobs,
         hf=hf,
         model_path=_path(src, table, "model_path", line("model_path"), src.path.resolve().parent),
+        base_urls=urls if len(urls) > 1 else (),
+        replicas=n_replicas,
+        replica_check=integer(src, table.get("replica_check", 4), "replica_check", line("replica_check"), 1),
+        resources=resources(src, table, label, line),
     )
 
 

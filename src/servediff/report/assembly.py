@@ -33,7 +33,7 @@ from servediff.compare.stats import wilson
 from servediff.compare.study import Configuration, PairResult, Study
 from servediff.record import Item, Run
 from servediff.redaction import redact_argv
-from servediff.report import attribution_view, experiment_view, kl_view, speed_view
+from servediff.report import attribution_view, cluster_view, experiment_view, kl_view, speed_view
 from servediff.report.model import (
     SCHEMA_VERSION,
     Changed,
@@ -102,6 +102,8 @@ def build(study: Study, options: ReportOptions) -> Report:
         attribution=attribution_view.attribution(study, options.margin),
         kl=kl,
         sampled=sampled(study, options.margin),
+        placements=cluster_view.placements(study),
+        replica_checks=cluster_view.replica_checks(study),
     )
 
 

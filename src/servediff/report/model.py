@@ -401,6 +401,34 @@ class KlRow:
 
 
 @dataclass(frozen=True, slots=True)
+class Placement:
+    """Where one run of a configuration ran, when a cluster executor placed it."""
+
+    label: str
+    suite: str
+    repeat: int
+    executor: str
+    node: str  # host name and IP
+    node_id: str
+    gpus: str  # the GPU ids the cluster gave it ("none": a CPU-only placement)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaCheck:
+    """The A/A across the replicas of one configuration on a shared subset of a suite."""
+
+    label: str
+    suite: str
+    replicas: int
+    items: int  # shared items every replica answered
+    heterogeneous: bool
+    groups: tuple[tuple[int, ...], ...]  # replicas with identical outputs
+    disagree: tuple[int, ...]  # replicas outside the largest group (all of them on a tie)
+    differing: tuple[str, ...]  # shared items the replicas do not all agree on
+    urls: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     schema_version: int
     title: str
@@ -424,6 +452,8 @@ class Report:
     attribution: tuple[AttributionView, ...] = ()  # one per suite of a factor design
     kl: tuple[KlRow, ...] = ()  # teacher-forced divergence of scoring runs (controls first)
     sampled: Sampled | None = None  # pass rates over k draws per item (temperature > 0 runs)
+    placements: tuple[Placement, ...] = ()  # runs a cluster executor placed
+    replica_checks: tuple[ReplicaCheck, ...] = ()  # configurations served by several replicas
 
     @property
     def comparisons(self) -> tuple[Comparison, ...]:

@@ -26,6 +26,7 @@ from servediff.report.model import (
     FactorCell,
     FactorRow,
     ItemCauseView,
+    ReplicaCheck,
     Report,
     Verdict,
 )
@@ -449,3 +450,15 @@ def failed_checks(report: Report) -> list[str]:
         bad.append("no pair of scored runs to judge at the margin")
     bad += [f"{q.b} vs {q.a} ({q.suite}): {q.verdict}" for q in pairs if q.verdict != "non-inferior"]
     return bad
+
+
+def replica_line(c: ReplicaCheck) -> str:
+    """The replica check of one configuration, in one line (report and the CLI's flags)."""
+    if not c.heterogeneous:
+        return f"{c.label} ({c.suite}): {c.replicas} replicas agree on all {c.items} shared item(s)"
+    which = ", ".join(f"#{i}" for i in c.disagree)
+    return (
+        f"{c.label} ({c.suite}): replicas disagree — {which} differ on {len(c.differing)} of "
+        f"{c.items} shared item(s); identical configurations should give identical greedy output, "
+        "so the replicas are not interchangeable"
+    )
