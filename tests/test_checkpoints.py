@@ -118,4 +118,3 @@ def test_an_experiment_declares_checkpoints_and_the_report_names_them(tmp_path: 
     assert models == {"q4_1": default_model_path().name, "q8_0": q8.name}
     # the Method table names each configuration's weight file (Markdown escapes the "_")
     assert q8.name.replace("_", "\\_") in (tmp_path / "out" / "report.md").read_text()
-

@@ -150,15 +150,22 @@ def test_replicas_resources_and_the_executor(tmp_path: Path) -> None:
     text = GOOD.replace(REMOTE, 'base_url = ["http://a:1", "http://b:2"]\nreplica_check = 3')
     more = 'label = "spec"\nreplicas = 3\nresources = { num_gpus = 2, H200 = 1 }'
     text = text.replace('label = "spec"', more)
-    after = load_experiment(write(tmp_path, text + '[executor]\nkind = "ray"\naddress = "ray://head:10001"\n'))
+    after = load_experiment(
+        write(tmp_path, text + '[executor]\nkind = "ray"\naddress = "ray://head:10001"\n')
+    )
     remote, spec = after.config("remote"), after.config("spec")
     assert (remote.base_url, remote.base_urls, remote.replicas, remote.replica_check) == (
-        "http://a:1", ("http://a:1", "http://b:2"), 2, 3
+        "http://a:1",
+        ("http://a:1", "http://b:2"),
+        2,
+        3,
     )
     assert spec.replicas == 3 and (spec.resources.num_gpus, spec.resources.num_cpus) == (2.0, 1.0)
     assert spec.resources.custom == (("H200", 1.0),)
     assert (after.executor.kind, after.executor.address, after.executor.records) == (
-        "ray", "ray://head:10001", "stream"
+        "ray",
+        "ray://head:10001",
+        "stream",
     )
     # where it runs is not what it is: the runs of a configuration that only moved are reused
     moved = GOOD.replace('label = "stock"', 'label = "stock"\nresources = { num_gpus = 1 }')

@@ -61,9 +61,7 @@ def _output(run: Run, item_id: str) -> Output:
 
 def replica_agreement(runs: Sequence[Run]) -> ReplicaAgreement:
     """Group replicas (``runs[i]`` is replica i's answers on the shared subset) by their outputs."""
-    shared = sorted(
-        set.intersection(*(r.done_ids() for r in runs)) if runs else set()
-    )
+    shared = sorted(set.intersection(*(r.done_ids() for r in runs)) if runs else set())
     signatures = [tuple(_output(r, i) for i in shared) for r in runs]
     groups: dict[tuple[Output, ...], list[int]] = {}
     for index, signature in enumerate(signatures):

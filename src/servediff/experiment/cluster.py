@@ -178,9 +178,7 @@ def where() -> dict[str, Any]:
     }
 
 
-def configuration_task(
-    job: Job, label: str, phase: str, seed: dict[str, bytes] | None
-) -> Iterator[Event]:
+def configuration_task(job: Job, label: str, phase: str, seed: dict[str, bytes] | None) -> Iterator[Event]:
     """A Ray generator task: run (or probe) one configuration, yielding what it writes."""
     scratch = Path(tempfile.mkdtemp(prefix="servediff-")) if seed is not None else None
     if scratch is not None:
