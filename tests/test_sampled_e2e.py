@@ -66,9 +66,3 @@ def test_samples_without_temperature_is_a_usage_error(tmp_path: Path) -> None:
     args = ["run", "--engine", "llamacpp", "--suite", "prompts", "--samples", "4"]
     assert main([*args, "--out", str(tmp_path / "x.jsonl")]) == 2
     assert not (tmp_path / "x.jsonl").exists()
-
-
-def test_the_hf_engine_refuses_to_sample(tmp_path: Path) -> None:
-    args = ["run", "--engine", "hf", "--suite", "prompts", "--temperature", "0.7"]
-    assert main([*args, "--out", str(tmp_path / "x.jsonl")]) == 2
-    assert not (tmp_path / "x.jsonl").exists()

@@ -118,12 +118,13 @@ def test_on_policy_corpus_scores_the_controls_own_completion(tmp_path: Path) -> 
         assert sum(agree) >= 0.9 * len(agree)
 
 
-def test_bad_corpus_and_non_scoring_engine_are_clear_errors(
+def test_bad_corpus_and_unreachable_scoring_server_are_clear_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\n{"txt": "no"}\n')
     assert main(["run", "--score", str(bad), "--out", str(tmp_path / "o.jsonl")]) == 2
     assert f"{bad}:2" in capsys.readouterr().err
-    with pytest.raises(EngineError, match="in-process engine"):
+    # every engine kind scores now (a server through its API): an unreachable one says so
+    with pytest.raises(EngineError, match="cannot reach"):
         make_engine(EngineSpec("h", http=HTTPOptions(base_url="http://127.0.0.1:9"), scoring=True))
