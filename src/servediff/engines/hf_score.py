@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 
-from servediff.types import Completion, TokenLogprob
+from servediff.engines.scored import scored_completion
+from servediff.types import Completion
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,22 +90,6 @@ def _best_first(pair: tuple[float, int]) -> tuple[float, int]:
 def completion(
     item_id: str, n_context: int, continuation: list[int], sc: ScoredSequence, piece: Callable[[int], str]
 ) -> Completion:
-    """The record line of one scored sequence, in the embedded engine's shape; ``piece`` gives a
-    token's text."""
-    pieces = [piece(t) for t in continuation]
-    lps = [
-        TokenLogprob(p, lp, tuple((piece(i), v) for i, v in zip(ids, vals)), token)
-        for p, lp, ids, vals, token in zip(pieces, sc.chosen, sc.top_ids, sc.top_logprobs, continuation)
-    ]
-    return Completion(
-        item_id=item_id,
-        text="",  # the engine sets the decoded text: one decode, not a join of pieces
-        finish_reason="scored",
-        n_tokens=len(continuation),
-        token_ids=list(continuation),
-        tokens=pieces,
-        logprobs=lps,
-        token_source="engine",
-        # Token ids of each position's top-k (two ids can share a text): KL is over ids.
-        engine_meta={"context_tokens": n_context, "top_ids": sc.top_ids},
-    )
+    """The record line of one scored sequence, in the embedded engine's shape; the engine sets the
+    decoded text (one decode, not a join of pieces)."""
+    return scored_completion(item_id, n_context, continuation, sc.chosen, sc.top_ids, sc.top_logprobs, piece)

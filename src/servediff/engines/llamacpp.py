@@ -20,6 +20,7 @@ import numpy as np
 
 from servediff.engines import Closing, EngineError, OnDone, ProbeResult
 from servediff.engines.knobs import LlamaKnobs, default_model_path
+from servediff.engines.scored import scored_completion
 from servediff.hashing import file_sha256
 from servediff.types import Completion, Sample, SamplingParams, TokenLogprob
 
@@ -235,7 +236,6 @@ class LlamaCppEngine(Closing):
     def _scored(self, sample: Sample, k: int) -> Completion:
         context, continuation = self.score_tokens(sample)
         logp = self.score_matrix(context, continuation)
-        pieces = [self._piece(t) for t in continuation]
         # The top-k of every position at once (one pass over the matrix, not one per row).
         if k < logp.shape[1]:
             idx = np.argpartition(-logp, k - 1, axis=1)[:, :k]
@@ -246,22 +246,9 @@ class LlamaCppEngine(Closing):
         top_ids: list[list[int]] = np.take_along_axis(idx, order, axis=1).tolist()
         top_vals: list[list[float]] = np.take_along_axis(vals, order, axis=1).tolist()
         own = logp[np.arange(len(continuation)), list(continuation)].tolist()
-        lps = [
-            TokenLogprob(piece, value, tuple((self._piece(i), v) for i, v in zip(ids, vs)), token)
-            for piece, value, ids, vs, token in zip(pieces, own, top_ids, top_vals, continuation)
-        ]
-        return Completion(
-            item_id=sample.id,
-            text=bytes(self._llm.detokenize(continuation)).decode("utf-8", errors="replace"),
-            finish_reason="scored",
-            n_tokens=len(continuation),
-            token_ids=list(continuation),
-            tokens=pieces,
-            logprobs=lps,
-            token_source="engine",
-            # Token ids of each position's top-k (the record's top lists hold their texts, and
-            # two ids can share a text): the divergence is computed over ids.
-            engine_meta={"context_tokens": len(context), "top_ids": top_ids},
+        text = bytes(self._llm.detokenize(continuation)).decode("utf-8", errors="replace")
+        return scored_completion(
+            sample.id, len(context), continuation, own, top_ids, top_vals, self._piece, text
         )
 
     def _perf(self) -> dict[str, Any]:
