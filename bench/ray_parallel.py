@@ -34,8 +34,10 @@ from servediff.record import read_run
 
 SERVER = (
     '["{python}", "-m", "llama_cpp.server", "--model", "{model_path}", "--model_alias", "{model}", '
-    '"--host", "{host}", "--port", "{port}", "--n_ctx", "1024", "--seed", "42", "--n_threads", "1", '
-    '"--n_batch", "%d"]'
+    '"--host", "{host}", "--port", "{port}", "--n_ctx", "1024", "--seed", "42", '
+    # one thread for prompts too: llama_cpp.server's --n_threads_batch defaults to every core, and
+    # two servers' spinning batch threads on two cores slow each other down twofold
+    '"--n_threads", "1", "--n_threads_batch", "1", "--n_batch", "%d"]'
 )
 
 

@@ -30,7 +30,8 @@ ray = pytest.importorskip("ray")
 
 SERVER = (
     '["{python}", "-m", "llama_cpp.server", "--model", "{model_path}", "--model_alias", "smollm2", '
-    '"--host", "{host}", "--port", "{port}", "--n_ctx", "1024", "--seed", "42", "--n_threads", "1"%s]'
+    '"--host", "{host}", "--port", "{port}", "--n_ctx", "1024", "--seed", "42", '
+    '"--n_threads", "1", "--n_threads_batch", "1"%s]'
 )
 GPU = "resources = { num_gpus = 1, num_cpus = 0.5 }"
 
