@@ -5,6 +5,7 @@ whether per-request seeds reproduced, and the sampled block gives pass rates and
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,11 @@ def test_sampled_comparison(tmp_path: Path) -> None:
     a, b = ({x["id"]: x["token_ids"] for x in records(p)} for p in (paths[0], paths[2]))
     firsts = sorted(first_difference(a[i], b[i]) for i in a if a[i] != b[i])
     assert pair["first"] == {"compared": n, "positions": firsts, "unknown": 0, "diverged": len(firsts)}
+    # a sampled divergence is a draw, not a greedy flip: no near-tie/rank-change/unexplained class
+    diverged = re.findall(r"\*\*(\d+) divergence\(s\):\*\* (.*)", text)
+    assert diverged and all(
+        rest.startswith(f"{n} sampled draw (sampled runs: a draw, not an argmax") for n, rest in diverged
+    ), diverged
     assert pair["sizing"]["margin"] == 0.01 and [d["k"] for d in pair["sizing"]["sizes"]] == [1, 3, 4, 8, 16]
 
 

@@ -13,6 +13,8 @@ Classes (threshold in nats, default 0.1):
   rank change    a larger gap, but each side's token is in the other side's top-k
   unexplained    the other side's token is outside the top-k, or no logprobs were obtainable
   not measured   the records hold no token data, so there is no token to measure at
+  sampled draw   the runs sample (temperature > 0): the sampler drew each token, so no top-2 gap
+                 decides it, and the greedy classes do not apply; the logprob shifts still do
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ NEAR_TIE = "near-tie flip"
 RANK_CHANGE = "rank change"
 UNEXPLAINED = "unexplained"
 NOT_MEASURED = "not measured"  # no token data: the divergence cannot be located on a token
-CLASSES = (NEAR_TIE, RANK_CHANGE, UNEXPLAINED, NOT_MEASURED)
+SAMPLED = "sampled draw"  # temperature > 0: a draw, not an argmax, chose the token
+CLASSES = (NEAR_TIE, RANK_CHANGE, UNEXPLAINED, NOT_MEASURED, SAMPLED)
 RECORDED = "recorded during the run"
 DEFAULT_THRESHOLD = 0.1
 
@@ -164,8 +167,11 @@ def explain(
     items: tuple[Item, Item],
     probes: Mapping[tuple[str, str], ProbeEntry],
     threshold: float = DEFAULT_THRESHOLD,
+    sampled: bool = False,
 ) -> Explanation:
-    """Recorded logprobs when the run has them (the very logits that chose), else the probe."""
+    """Recorded logprobs when the run has them (the very logits that chose), else the probe.
+    In sampled runs the class is ``sampled draw``: a coupled draw leaves the other side's text
+    wherever the two distributions differ enough to move the sampler's choice, near-tie or not."""
     if p.index is None:
         return Explanation(p, None, None, NOT_MEASURED, None, None, "no token data: cannot locate the token")
     index = p.index
@@ -178,7 +184,9 @@ def explain(
     probe_a, probe_b = from_probe(probes.get((p.item_id, "a"))), from_probe(probes.get((p.item_id, "b")))
     a, b = rec_a or probe_a, rec_b or probe_b
     cls, note = classify(p, a, b, threshold)
-    if a is None:
+    if sampled:
+        cls, note = SAMPLED, "the sampler drew this token; a top-2 gap does not decide a draw"
+    elif a is None:
         why = _missing(items[0], index, probes.get((p.item_id, "a")))
         note = f"{note} ({why})"
     shift_a = shift_b = None
@@ -354,6 +362,7 @@ def measure_pair(
     times: list[tuple[int, bool] | None] = []
     used: list[Item] = []
     points = {d.item_id: d.token for d in pair.divergences}  # the study's one token alignment
+    sampled = pair.a_run.header.sampling.temperature > 0
     for item_id in pair.a_run.header.suite.item_ids:
         ia, ib = pair.a_run.items.get(item_id), pair.b_run.items.get(item_id)
         if ia is None or ib is None or ia.error or ib.error:
@@ -364,7 +373,7 @@ def measure_pair(
         if p is None:
             deltas += shared_deltas(ia, ib, None)
             continue
-        explanations.append(explain(p, (ia, ib), entries, threshold))
+        explanations.append(explain(p, (ia, ib), entries, threshold, sampled))
         if p.index is not None:
             deltas += shared_deltas(ia, ib, p.index)
     hazard, left_out = pair_hazard(times)

@@ -54,7 +54,9 @@ def no_control() -> str:
 
 
 def class_counts(c: Comparison) -> str:
-    return ", ".join(f"{n} {cls}" for cls, n in c.classes if n or cls != "not measured")
+    # The greedy classes are listed even at 0 (a 0 is a finding); in sampled runs they cannot occur.
+    optional = ("not measured", "sampled draw") if not c.sampled else tuple(cls for cls, _ in c.classes)
+    return ", ".join(f"{n} {cls}" for cls, n in c.classes if n or cls not in optional)
 
 
 def verification_note() -> str:
