@@ -96,7 +96,9 @@ def kl_exact(logp_a: np.ndarray, logp_b: np.ndarray) -> np.ndarray:
     a = np.asarray(logp_a, dtype=np.float64)
     b = np.asarray(logp_b, dtype=np.float64)
     p = np.exp(a)
-    terms = np.where(p > 0, p * (a - b), 0.0)
+    # np.where evaluates both branches: 0·(−inf) is NaN where P(v) = 0, and is then discarded
+    with np.errstate(invalid="ignore"):
+        terms = np.where(p > 0, p * (a - b), 0.0)
     kl: np.ndarray = np.maximum(terms.sum(axis=-1), 0.0)
     return kl
 
