@@ -29,6 +29,7 @@ import numpy as np
 
 from servediff.compare import hazard as hz
 from servediff.compare.divergence import Point, token_texts
+from servediff.compare.sampled import is_sampled
 from servediff.compare.study import PairResult
 from servediff.record import Item
 
@@ -183,12 +184,12 @@ def explain(
     rec_a, rec_b = recorded(items[0], index), recorded(items[1], index)
     probe_a, probe_b = from_probe(probes.get((p.item_id, "a"))), from_probe(probes.get((p.item_id, "b")))
     a, b = rec_a or probe_a, rec_b or probe_b
-    cls, note = classify(p, a, b, threshold)
     if sampled:
         cls, note = SAMPLED, "the sampler drew this token; a top-2 gap does not decide a draw"
-    elif a is None:
-        why = _missing(items[0], index, probes.get((p.item_id, "a")))
-        note = f"{note} ({why})"
+    else:
+        cls, note = classify(p, a, b, threshold)
+        if a is None:
+            note = f"{note} ({_missing(items[0], index, probes.get((p.item_id, 'a')))})"
     shift_a = shift_b = None
     if a is not None and b is not None:
         shift_a = _diff(logprob_of(b, p.a_token, p.a_id), logprob_of(a, p.a_token, p.a_id))
@@ -362,7 +363,7 @@ def measure_pair(
     times: list[tuple[int, bool] | None] = []
     used: list[Item] = []
     points = {d.item_id: d.token for d in pair.divergences}  # the study's one token alignment
-    sampled = pair.a_run.header.sampling.temperature > 0
+    sampled = is_sampled(pair.a_run)
     for item_id in pair.a_run.header.suite.item_ids:
         ia, ib = pair.a_run.items.get(item_id), pair.b_run.items.get(item_id)
         if ia is None or ib is None or ia.error or ib.error:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,7 +31,7 @@ from servediff.experiment.plan import Slot, ordered, plan_slots
 from servediff.experiment.probing import ProbeSlot, pending, plan_probes
 from servediff.experiment.replica_check import check_due, check_replicas
 from servediff.experiment.reporting import write_report
-from servediff.experiment.session import Session, session, template_path
+from servediff.experiment.session import Session, say, session, template_path
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
 from servediff.probe import probe_sides
@@ -58,10 +57,6 @@ class Outcome:
     notes: list[str] = dataclasses.field(default_factory=list)
     lost: list[str] = dataclasses.field(default_factory=list)  # configurations whose worker was lost
     model: Report | None = None  # what the report shows, for the CLI's closing summary
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def is_complete(slot: Slot, suite: Suite) -> bool:
@@ -115,7 +110,7 @@ def run_configuration(
     outcome.skipped += [s.path for s in slots if s not in todo]
     unchecked = any(check_due(s) for s in slots)
     if not unchecked and not todo and not any(pending(p, exp.probes.k) for p in probes):
-        _say(f"[{config.label}] all {len(slots)} run(s) complete: not started")
+        say(f"[{config.label}] all {len(slots)} run(s) complete: not started")
         return
     with session(exp, config) as live:
         for slot in todo:
@@ -161,7 +156,7 @@ def run_slot(
     annotate(slot.path, {"verification": verification, **({"placement": where} if where else {})})
     outcome.ran.append(slot.path)
     outcome.errors += result.errors
-    _say(
+    say(
         f"[{slot.label}] {slot.suite.name} #{slot.repeat}: {result.done} done, "
         f"{result.skipped} already finished, {result.errors} failed"
     )
@@ -197,7 +192,7 @@ def take_probes(
         written, failed = probe_slot(live, slot, runs, progress)
         outcome.probed.append(slot.path)
         outcome.probe_errors += failed
-        _say(f"[{slot.config.label}] probed {slot.name}: {written} divergence(s), {failed} failed")
+        say(f"[{slot.config.label}] probed {slot.name}: {written} divergence(s), {failed} failed")
 
 
 def annotate(path: Path, extra: dict[str, Any]) -> None:
@@ -263,7 +258,7 @@ def probe_again(job: Job, config: ConfigSpec, outcome: Outcome) -> None:
     """Start a configuration once more to probe its sides of the pairs that are now due."""
     left = due(job.mine(config.label)[1], job.exp.probes.k)
     if left:
-        _say(f"[{config.label}] started again to probe its side of {len(left)} pair(s)")
+        say(f"[{config.label}] started again to probe its side of {len(left)} pair(s)")
         with session(job.exp, config) as live:
             take_probes(live, left, outcome, job.progress)
 
@@ -277,7 +272,7 @@ def run_experiment(
     notes = [*exp.notes, *notes]
     outcome = Outcome(notes=notes)
     for note in notes:
-        _say(f"note: {note}")
+        say(f"note: {note}")
     exp.output.mkdir(parents=True, exist_ok=True)
     with _sigterm_as_interrupt():
         executor(Job(exp, slots, probes, suites, progress), outcome)

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from servediff.engines.template import ChatTemplate
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
+    """A progress line of the experiment, on stderr (stdout is left to the report summary)."""
     print(message, file=sys.stderr, flush=True)
 
 
@@ -151,7 +152,7 @@ def session(exp: Experiment, config: ConfigSpec) -> Iterator[Session]:
     with ExitStack() as stack:
         servers = [stack.enter_context(_replica(exp, config, n)) for n in range(config.replicas)]
         yield Session(exp, config, servers)
-    _say(f"[{config.label}] stopped")
+    say(f"[{config.label}] stopped")
 
 
 @contextmanager
@@ -160,11 +161,11 @@ def _replica(exp: Experiment, config: ConfigSpec, n: int) -> Iterator[RunningSer
     assert config.launch is not None
     model_path = str(exp.model_path) if exp.model_path else _default_model_path_or_empty(config)
     log = exp.output / "logs" / f"{config.label}.{config.digest}{f'.rep{n}' if n else ''}.log"
-    _say(f"[{config.label}] starting: {' '.join(redact_argv(config.launch.argv))}")
+    say(f"[{config.label}] starting: {' '.join(redact_argv(config.launch.argv))}")
     # On a cluster worker the server must not outlive a worker that is killed.
     orphan_proof = placed() is not None
     with launched(config, log, exp.model, Placeholders(exp.model, model_path), orphan_proof) as server:
-        _say(
+        say(
             f"[{config.label}] healthy after {server.startup_s:.1f} s on port {server.port}, serves "
             f"{list(server.served)}, version {server.version or 'not exposed'}; log {log}"
         )
