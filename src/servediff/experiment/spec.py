@@ -137,7 +137,7 @@ class SweepSpec:
     concurrency: tuple[int, ...]
     repeats: int
     configurations: tuple[str, ...]
-    suite: str
+    suites: tuple[str, ...]  # one or several of the experiment's suites, each at every level
 
 
 @dataclass(frozen=True, slots=True)
@@ -632,9 +632,12 @@ def _sweep(
     ):
         raise src.error("sweep.concurrency must be a list of integers >= 1", src.line("concurrency", "sweep"))
     repeats = typed(src, table.get("repeats", 3), int, "repeats", src.line("repeats", "sweep"))
-    suite = table.get("suite", suites[0].name)
-    if suite not in [s.name for s in suites]:
-        raise src.error(f"sweep.suite {suite!r} is not one of the suites", src.line("suite", "sweep"))
+    given_suites = table.get("suite", suites[0].name)
+    # one suite, or several (the prompts for identity, a scored suite for accuracy under load)
+    swept = given_suites if isinstance(given_suites, list) and given_suites else [given_suites]
+    for suite in swept:
+        if suite not in [s.name for s in suites]:
+            raise src.error(f"sweep.suite {suite!r} is not one of the suites", src.line("suite", "sweep"))
     if repeats < 2:
         raise src.error(
             "sweep.repeats must be >= 2 (unique outputs need repeats)", src.line("repeats", "sweep")
@@ -658,5 +661,5 @@ def _sweep(
         concurrency=tuple(dict.fromkeys(levels)),
         repeats=repeats,
         configurations=tuple(dict.fromkeys(labels)),
-        suite=suite,
+        suites=tuple(dict.fromkeys(swept)),
     )
