@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from servediff.compare.hazard import kaplan_meier
+from servediff.compare.load import LoadSweep
 from servediff.compare.quality import Accuracy
 from servediff.compare.sampled import SampledPair
 from servediff.report.model import Comparison, KlRow, Matrix, SpeedView, Subjects, Verdict
@@ -117,7 +118,9 @@ def accuracy_svg(rows: Sequence[Accuracy]) -> str:
     ax = fig.subplots()
     y = np.arange(len(rows))[::-1]
     values = np.array([r.accuracy for r in rows])
-    err = np.array([[r.accuracy - r.ci.low for r in rows], [r.ci.high - r.accuracy for r in rows]])
+    # clipped at 0: Wilson's bound at 0/n is 0 only up to rounding (5.6e-17), and matplotlib
+    # refuses a negative bar
+    err = np.array([[r.accuracy - r.ci.low for r in rows], [r.ci.high - r.accuracy for r in rows]]).clip(0)
     suites = list(dict.fromkeys(r.suite for r in rows))
     colors = [f"C{suites.index(r.suite) % 10}" for r in rows]
     ax.barh(y, values, xerr=err, color=colors, alpha=0.8, capsize=3)
@@ -185,8 +188,8 @@ def speed_quality_svg(verdicts: Sequence[Verdict]) -> str:
             ax.errorbar(
                 [s.value],
                 [q.delta * 100],
-                xerr=[[s.value - s.low], [s.high - s.value]],
-                yerr=[[(q.delta - q.low) * 100], [(q.high - q.delta) * 100]],
+                xerr=[[max(0.0, s.value - s.low)], [max(0.0, s.high - s.value)]],
+                yerr=[[max(0.0, (q.delta - q.low) * 100)], [max(0.0, (q.high - q.delta) * 100)]],
                 fmt="o",
                 color=color,
                 capsize=4,
@@ -212,8 +215,9 @@ def throughput_svg(levels: Sequence[SpeedView]) -> str:
         rows = sorted((r for r in rows if r.tokens_per_s is not None), key=lambda r: r.concurrency)
         xs = [r.concurrency for r in rows]
         ys = [r.tokens_per_s.value for r in rows if r.tokens_per_s]
-        lo = [r.tokens_per_s.value - r.tokens_per_s.low for r in rows if r.tokens_per_s]
-        hi = [r.tokens_per_s.high - r.tokens_per_s.value for r in rows if r.tokens_per_s]
+        # a bootstrap percentile interval need not contain its point: no negative bar
+        lo = [max(0.0, r.tokens_per_s.value - r.tokens_per_s.low) for r in rows if r.tokens_per_s]
+        hi = [max(0.0, r.tokens_per_s.high - r.tokens_per_s.value) for r in rows if r.tokens_per_s]
         ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o-", color=f"C{n % 10}", capsize=4, label=plain(name))
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -222,6 +226,40 @@ def throughput_svg(levels: Sequence[SpeedView]) -> str:
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     return to_svg(fig, "throughput")
+
+
+def load_svg(sweeps: Sequence[LoadSweep]) -> str:
+    """What each step of concurrency buys and costs: output tokens/s (x) against the divergence
+    hazard per 1,000 tokens vs the base run (y), one line per sweep, each point its concurrency."""
+    fig = Figure(figsize=(WIDTH, 3.6))
+    ax = fig.subplots()
+    for n, s in enumerate(sweeps):
+        rows = [x for x in s.levels if x.tokens_per_s is not None and x.hazard is not None]
+        if not rows:
+            continue
+        xs = [x.tokens_per_s.value for x in rows if x.tokens_per_s]
+        rates = [x.hazard.per_1000() for x in rows if x.hazard]
+        # A bootstrap percentile interval need not contain its point estimate: no negative bar.
+        xerr = [
+            [max(0.0, x.tokens_per_s.value - x.tokens_per_s.low) for x in rows if x.tokens_per_s],
+            [max(0.0, x.tokens_per_s.high - x.tokens_per_s.value) for x in rows if x.tokens_per_s],
+        ]
+        yerr = [[max(0.0, r - lo) for r, lo, _ in rates], [max(0.0, hi - r) for r, _, hi in rates]]
+        ys = [r for r, _, _ in rates]
+        color = f"C{n % 10}"
+        label = plain(f"{s.label} ({s.suite})")
+        ax.errorbar(xs, ys, xerr=xerr, yerr=yerr, fmt="o-", color=color, capsize=3, label=label)
+        for x, y, level in zip(xs, ys, rows):
+            ax.annotate(
+                f"c={level.concurrency}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7
+            )
+    ax.set_xlabel("output tokens/s (95 % bootstrap interval)")
+    ax.set_ylabel("divergences per 1,000 tokens vs the base")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return to_svg(fig, "load")
 
 
 def first_divergence_svg(pairs: Sequence[SampledPair]) -> str:
