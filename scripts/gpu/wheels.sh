@@ -4,8 +4,9 @@
 # pydantic and what it depends on. Binary wheels only, for CPython 3.12 manylinux.
 #
 #   scripts/gpu/wheels.sh DIR                  # here, where the package index is reachable
-#   # there, without network: unpack them into a folder on PYTHONPATH (servediff needs no install)
-#   python3 -m pip install --no-index --no-deps --target "$HOME/sd-wheels" DIR/*.whl
+#   # there, without network: unpack them into a folder on PYTHONPATH (servediff needs no install;
+#   # a wheel is a zip of the installed files, so no pip is needed either)
+#   for w in DIR/*.whl; do python3 -m zipfile -e "$w" "$HOME/sd-wheels"; done
 #   export PYTHONPATH="$PWD/src:$HOME/sd-wheels"
 #
 # llama-cpp-python is not needed there: the HTTP path never imports it (only embedded runs do).
