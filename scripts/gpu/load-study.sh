@@ -31,6 +31,10 @@ mkdir -p "$STUDY_DIR" "$OUT"
 
 [ -f "$STUDY_MODEL" ] || { say "no model at $STUDY_MODEL"; exit 2; }
 [ -x "$LLAMA_SERVER" ] || { say "no llama-server at $LLAMA_SERVER (build it, or set LLAMA_SERVER)"; exit 2; }
+if [ -z "${STUDY_GSM8K:-}" ] && [ ! -f "${SERVEDIFF_DATA:-/nonexistent}/gsm8k/test.jsonl" ]; then
+    export STUDY_GSM8K=scripts/data/gsm8k/test-100.jsonl  # the first 100 items, in the repository
+    say "GSM8K: no STUDY_GSM8K given, using $STUDY_GSM8K"
+fi
 if [ -n "${STUDY_GSM8K:-}" ] && [ ! -f "$STUDY_GSM8K" ]; then say "no GSM8K file at $STUDY_GSM8K"; exit 2; fi
 "$PYTHON" -c "import servediff.cli, pydantic" || { say "servediff does not import (pydantic on PYTHONPATH?)"; exit 2; }
 say "llama-server: $LLAMA_SERVER ($("$LLAMA_SERVER" --version 2>&1 | grep -m1 -i version))"
