@@ -42,7 +42,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 
 study=$STUDY_DIR/llama-server-gpu.toml
 "$PYTHON" scripts/gpu/study_file.py examples/llama-server-gpu.toml "$study" || exit 2
-"$PYTHON" -m servediff experiment "$study" --out "$STUDY_DIR/out" --check | tail -3
+"$PYTHON" -m servediff experiment "$study" --out "$STUDY_DIR/out" --check | tail -2 || { say "the experiment file is refused"; exit 2; }
 
 say "experiment: up to $STUDY_TIME s"
 start=$(date +%s)
