@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Move a file larger than one transfer in parts, and put it back together with its SHA-256 checked.
 #
-#   scripts/gpu/parts.sh split FILE SIZE DIR      # DIR/part.000, part.001, … of SIZE (e.g. 45M) each
+#   scripts/gpu/parts.sh split FILE SIZE DIR      # DIR/p000/part.000, DIR/p001/part.001, … of SIZE
+#                                                 # bytes (e.g. 42000000) each: one folder per transfer
 #   scripts/gpu/parts.sh join DIR OUT SHA256      # joins DIR/part.* in order into OUT, checks it
 #   scripts/gpu/parts.sh collect FROM DIR         # copies FROM/part.* into DIR (a carried folder is
 #                                                 # replaced by the next transfer: keep the parts)
@@ -18,7 +19,10 @@ split)
     mkdir -p "$4"
     split -b "$3" -d -a 3 "$2" "$4/part."
     (cd "$4" && sha256sum part.* > parts.sha256)
-    echo "$(ls "$4"/part.* | wc -l) parts of $2 ($(stat -c %s "$2") B) in $4; SHA-256 $(sha256sum "$2" | cut -d' ' -f1)"
+    for part in "$4"/part.*; do  # each part in a folder of its own, with the list of all parts
+        n=${part##*.}; mkdir -p "$4/p$n" && mv "$part" "$4/p$n/" && cp "$4/parts.sha256" "$4/p$n/"
+    done
+    echo "$(ls -d "$4"/p[0-9]* | wc -l) parts of $2 ($(stat -c %s "$2") B) in $4/p000 …; SHA-256 $(sha256sum "$2" | cut -d' ' -f1)"
     ;;
 collect)
     [ $# -eq 3 ] || usage
