@@ -8,10 +8,11 @@
 # pydantic: the wheels of wheels.sh unpacked into $WHEELS_DIR, default $HOME/sd-wheels).
 # Renders examples/llama-server-gpu.toml with the paths (study_file.py; its STUDY_* variables
 # also shrink the study for a rehearsal), runs `servediff experiment` into $STUDY_DIR (default
-# $HOME/gpu-load-study), stops it after $STUDY_TIME seconds (default 540) so that what exists is
-# packed before an outer limit, and packs the records and the report into $OUT: report.md,
-# summary.json and study.tar.xz (split into 15 MiB parts if larger). A second call with the same
-# environment resumes: finished runs are kept, a run cut short continues from its last item.
+# $HOME/gpu-load-study), stops it after $STUDY_TIME seconds (default 520) so that what exists is
+# packed before an outer limit of 10 minutes, and packs the records and the report into $OUT:
+# report.md, summary.json and study.tar.xz (gzip where there is no xz; in 15 MiB parts if larger).
+# A second call with the same environment resumes: finished runs are kept, a run cut short
+# continues from its last item.
 # Exit 0: the study is complete (1: complete, a claim flagged); 3: stopped at the time limit (call
 # again); other: failed.
 set -uo pipefail
@@ -20,13 +21,14 @@ say() { echo "$(date -u +%T) $*"; }
 
 : "${STUDY_MODEL:?set STUDY_MODEL to the GGUF}"
 STUDY_DIR=${STUDY_DIR:-$HOME/gpu-load-study}
-STUDY_TIME=${STUDY_TIME:-540}
+STUDY_TIME=${STUDY_TIME:-520}
 OUT=${OUT:-$STUDY_DIR/packed}
 LLAMA_BUILD=${LLAMA_BUILD:-$HOME/llama-cuda}
 export LLAMA_SERVER=${LLAMA_SERVER:-$LLAMA_BUILD/build/bin/llama-server}
 WHEELS_DIR=${WHEELS_DIR:-$HOME/sd-wheels}
 export PYTHONPATH="$PWD/src${WHEELS_DIR:+:$WHEELS_DIR}${PYTHONPATH:+:$PYTHONPATH}"
 PYTHON=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1  # progress lines reach the log as they happen
 mkdir -p "$STUDY_DIR" "$OUT"
 
 [ -f "$STUDY_MODEL" ] || { say "no model at $STUDY_MODEL"; exit 2; }
@@ -57,12 +59,13 @@ say "experiment exit $rc after $(( $(date +%s) - start )) s"
 # ----------------------------------------------------------------------------------------------
 
 say "packing into $OUT"
-rm -f "$OUT"/study.tar.xz*
+rm -f "$OUT"/study.tar.*
 cp "$STUDY_DIR/progress.log" "$study" "$OUT"/ 2>/dev/null
 for f in report.md summary.json; do [ -f "$STUDY_DIR/out/$f" ] && cp "$STUDY_DIR/out/$f" "$OUT"/; done
-tar -C "$STUDY_DIR" -cf - out | xz -T0 -6 > "$OUT/study.tar.xz"
-if [ "$(stat -c %s "$OUT/study.tar.xz")" -gt $((15 * 1024 * 1024)) ]; then
-    split -b 15M -d -a 1 "$OUT/study.tar.xz" "$OUT/study.tar.xz.part" && rm "$OUT/study.tar.xz"
+if command -v xz >/dev/null; then pack=(xz -T0 -6) ext=xz; else pack=(gzip -6) ext=gz; fi
+tar -C "$STUDY_DIR" -cf - out | "${pack[@]}" > "$OUT/study.tar.$ext"
+if [ "$(stat -c %s "$OUT/study.tar.$ext")" -gt $((15 * 1024 * 1024)) ]; then  # 16 MiB a file at most
+    split -b 15M -d -a 1 "$OUT/study.tar.$ext" "$OUT/study.tar.$ext.part" && rm "$OUT/study.tar.$ext"
 fi
 ls -l "$OUT"
 case $rc in
