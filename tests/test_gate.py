@@ -152,3 +152,31 @@ def test_the_readme_ci_example_parses_with_the_current_flags() -> None:
     command = " ".join(line.strip() for line in lines[: next(i for i, x in enumerate(lines) if "- if:" in x)])
     args = build_parser().parse_args(shlex.split(command)[1:])
     assert args.command == "gate" and args.junit == Path("gate.xml") and args.margin == 0.02
+
+
+def test_hostile_labels_stay_file_names_inside_out_and_the_junit_file_parses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--label-a ../escaped` once wrote its record beside --out, and a label with '/' made a
+    folder; control characters in a label made the JUnit file unparseable. Embedded SmolLM2 on
+    one thread on both sides, 5 items."""
+    knobs = tmp_path / "knobs.toml"
+    knobs.write_text("[configs.one]\nthreads = 1\n", encoding="utf-8")
+    out, junit = tmp_path / "deep" / "runs", tmp_path / "gate.xml"
+    labels = ("../escaped", "a/b\x01\x1b[31m\x7f")
+    argv = ["gate", "--config-file", str(knobs), "--config-a", "one", "--config-b", "one",
+            "--label-a", labels[0], "--label-b", labels[1], "--suite", str(SUMS1), "--max-tokens", "4",
+            "--max-items", "5", "--batch", "5", "--determinism-items", "1", "--margin", "0.3",
+            "--out", str(out), "--junit", str(junit), "--md", str(tmp_path / "gate.md"),
+            "--no-progress"]  # fmt: skip
+    assert main(argv) in (0, 1)  # a verdict (pass or inconclusive), not an error
+    written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    records = [p for p in written if p.suffix == ".jsonl"]
+    assert len(records) == 3 and all(tmp_path / p.parent == out for p in records)  # A, B, A's repeat
+    assert set(written) == {*records, Path("knobs.toml"), Path("gate.xml"), Path("gate.md")}
+    assert sorted(json.loads((tmp_path / p).open().readline())["label"] for p in records) == sorted(
+        [labels[0], labels[0], labels[1]]
+    )  # the labels themselves are kept, as given
+    root = ET.parse(junit).getroot()  # a real XML parser: the file is well-formed
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("name") == "servediff gate a/b\\x01\\x1b[31m\x7f vs ../escaped"
