@@ -26,7 +26,7 @@ from servediff.experiment.cluster_spec import replicas as replicas_of
 from servediff.experiment.factors import Design, FactorError, applied, parse_design
 from servediff.experiment.source import ExperimentError, Source, check_keys, integer, seconds, typed
 from servediff.textfile import read_utf8
-from servediff.types import SamplingParams
+from servediff.types import MAX_SAMPLES, SamplingParams
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -312,8 +312,8 @@ def _sampling(src: Source, table: Any) -> SamplingParams:
     if thinking not in ("on", "off", "unset"):
         raise src.error("thinking must be 'on', 'off' or 'unset'", src.line("thinking", "sampling"))
 
-    def number(key: str, default: int, least: int) -> int:
-        return integer(src, table.get(key, default), key, src.line(key, "sampling"), least)
+    def number(key: str, default: int, least: int, most: int | None = None) -> int:
+        return integer(src, table.get(key, default), key, src.line(key, "sampling"), least, most)
 
     temperature, top_p = _nonnegative(src, table, "temperature", 0.0), _nonnegative(src, table, "top_p", 1.0)
     if not 0 < top_p <= 1:
@@ -323,7 +323,7 @@ def _sampling(src: Source, table: Any) -> SamplingParams:
         seed=number("seed", 42, 0),
         top_p=top_p,
         top_k=number("top_k", 0, 0),
-        samples=number("samples", 1, 1),
+        samples=number("samples", 1, 1, MAX_SAMPLES),
         max_tokens=number("max_tokens", 300, 1),
         top_logprobs=number("top_logprobs", 0, 0),
         enable_thinking={"on": True, "off": False, "unset": None}[thinking],
