@@ -13,6 +13,7 @@ import llama_cpp
 import pytest
 
 from servediff.cli import main
+from servediff.report.xmltext import xml_text
 from tests.conftest import DATA_DIR, LlamaServer
 from tests.helpers.stub_server import Reply, Request, always, chat_body, stub_server
 from tests.test_checkpoints import requantise
@@ -180,3 +181,14 @@ def test_hostile_labels_stay_file_names_inside_out_and_the_junit_file_parses(
     root = ET.parse(junit).getroot()  # a real XML parser: the file is well-formed
     suite = root.find("testsuite")
     assert suite is not None and suite.get("name") == "servediff gate a/b\\x01\\x1b[31m\x7f vs ../escaped"
+
+
+def test_xml_text_leaves_nothing_xml_forbids_and_keeps_everything_it_allows() -> None:
+    forbidden = "".join(map(chr, [*range(0x20), 0x7F, 0xD800, 0xDFFF, 0xFFFE, 0xFFFF]))
+    el = ET.Element("case", name=xml_text(forbidden))
+    el.text = xml_text(forbidden)
+    parsed = ET.fromstring(ET.tostring(el, encoding="unicode"))  # would raise on a forbidden character
+    for text in (parsed.text or "", parsed.get("name") or ""):
+        assert all(escape in text for escape in ("\\x01", "\\x1b", "\\ud800", "\\ufffe"))
+    allowed = "tab\there\nLF\rCR é € 😀 \x7f \ue000"
+    assert xml_text(allowed) == allowed
