@@ -13,6 +13,7 @@ import llama_cpp
 import pytest
 
 from servediff.cli import main
+from servediff.compare import gate_budget
 from tests.conftest import DATA_DIR, LlamaServer
 from tests.helpers.stub_server import Reply, Request, always, chat_body, stub_server
 from tests.test_checkpoints import requantise
@@ -50,6 +51,18 @@ def test_identical_pair_passes_early(
     before = [p.read_bytes() for p in records]
     assert main(gate(tmp_path, url, url)) == 0
     assert [p.read_bytes() for p in records] == before
+
+
+def test_the_budget_is_planned_from_the_power_and_said_before_it_starts(
+    llama_server: LlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = llama_server.base_url
+    assert main(gate(tmp_path, url, url, "--power", "0.9", "--discordance", "0.05")) == 0
+    captured = capsys.readouterr()
+    out, planned = json.loads(captured.out), gate_budget.plan(0.3, 0.05, 0.05, 0.9, batch=5, limit=50)
+    assert out["max_items"] == planned.budget < 50 and out["looked_at"] <= planned.budget
+    assert gate_budget.describe(planned) in captured.err
+    assert captured.err.index("gate plan") < captured.err.index("gate: PASS")
 
 
 def test_errored_items_are_left_out_not_counted_wrong(
