@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,15 +152,3 @@ def test_errored_items_do_not_count_against_a_candidate_that_answers_right(
     assert code == 0 and out["verdict"] == "pass"
     assert out["errors"] == sent.count(400) > 0
     assert out["tally"]["b"] == 0 and out["tally"]["n"] + out["errors"] == out["looked_at"]
-
-
-def test_the_readme_ci_example_parses_with_the_current_flags() -> None:
-    """The GitHub Actions example in the README is a command users copy: it must stay valid."""
-    from servediff.cli_args import build_parser
-
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    block = text.split("# .github/workflows/quality-gate.yml", 1)[1].split("```", 1)[0]
-    lines = block[block.index("servediff gate") :].splitlines()
-    command = " ".join(line.strip() for line in lines[: next(i for i, x in enumerate(lines) if "- if:" in x)])
-    args = build_parser().parse_args(shlex.split(command)[1:])
-    assert args.command == "gate" and args.junit == Path("gate.xml") and args.margin == 0.02
