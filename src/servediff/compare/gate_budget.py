@@ -29,7 +29,7 @@ inverse Gaussian (Cox & Miller 1965, "The Theory of Stochastic Processes", §5.7
 
 Against 2,000 simulated gates per row (``bench/gate_sim.py --plan``, δ = 2 pp, α = 0.025,
 discordance 2–15 %, power 0.8–0.95; ``tests/test_gate_budget.py`` checks four rows) the planned
-budget gave at least the wanted power (0.808–0.972), and the expected items were 3–16 % above the
+budget gave at least the wanted power (0.808–0.972), and the expected items were 3–17 % above the
 simulated mean: the plan errs on the side of more items.
 """
 
