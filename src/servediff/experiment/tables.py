@@ -14,7 +14,6 @@ from __future__ import annotations
 import typing
 from typing import Annotated, Any, Literal
 
-import annotated_types
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
@@ -145,6 +144,8 @@ DOTTED = ("sweep", "probes", "executor")
 REQUIRED = {
     "model": "'model' is required: the model id every configuration must serve",
     "configurations": "at least one [[configurations]] table is required",
+    "label": "'label' is required (letters, digits, '.', '_', '-')",
+    "name": "'name' is required (a letter, then letters, digits or '_')",
 }
 TABLE_ERRORS = ("model_type", "dict_type", "model_attributes_type")
 
@@ -201,7 +202,7 @@ def _message(error: Any, section: str | None, nth: Any, keys: list[str]) -> str:
         return f"{name} must be true or false, got the wrong type ({type(value).__name__}): {value!r}"
     if isinstance(value, bool) and kind in ("int_type", "float_type"):
         return f"{name} must be a number, not {value!r}"
-    if kind.endswith("_type") or kind in ("int_from_float", "list_type"):
+    if kind.endswith("_type"):
         return f"{name} has the wrong type ({type(value).__name__}): {value!r}"
     if kind == "too_short":
         return f"{name} must not be empty"
@@ -233,9 +234,9 @@ def _bounds(model: type[Table], keys: list[str]) -> str:
             found += getattr(sub, "__metadata__", ())
     # Field(ge=1) inside Annotated arrives as a FieldInfo holding the bounds
     metadata = [m for f in found for m in (f.metadata if isinstance(f, FieldInfo) else [f])]
-    low = next((m.ge for m in metadata if isinstance(m, annotated_types.Ge)), None)
-    above = next((m.gt for m in metadata if isinstance(m, annotated_types.Gt)), None)
-    high = next((m.le for m in metadata if isinstance(m, annotated_types.Le)), None)
+    low, above, high = (
+        next((getattr(m, b) for m in metadata if hasattr(m, b)), None) for b in ("ge", "gt", "le")
+    )
     whole = (
         field.annotation is int or int in inner or any(getattr(a, "__origin__", None) is int for a in inner)
     )
