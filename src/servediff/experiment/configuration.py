@@ -92,14 +92,7 @@ def configuration(
             f"configurations #{n + 1}: 'label' is required (letters, digits, '.', '_', '-'), got {label!r}",
             line("label"),
         )
-    embedded = any(k in raw for k in ("knobs", "config", "engine"))
-    kinds = [k for k in ("launch", "base_url") if k in raw] + (["knobs/config"] if embedded else [])
-    if len(kinds) != 1:
-        raise src.error(
-            f"configuration {label!r}: give exactly one of launch, base_url, or knobs/config (embedded); "
-            f"got {kinds or 'none'}",
-            line("label"),
-        )
+    embedded = _one_engine(src, raw, label, line)
     urls = base_urls(src, table, line)
     launch = _launch(src, table, line) if table.launch is not None else None
     engine = _engine(src, table, line) if embedded else None
@@ -132,6 +125,19 @@ def configuration(
         replica_check=table.replica_check,
         resources=resources(table),
     )
+
+
+def _one_engine(src: Source, raw: dict[str, Any], label: str, line: Line) -> bool:
+    """Exactly one of launch, base_url or knobs/config/engine; True when it is embedded."""
+    embedded = any(k in raw for k in ("knobs", "config", "engine"))
+    kinds = [k for k in ("launch", "base_url") if k in raw] + (["knobs/config"] if embedded else [])
+    if len(kinds) != 1:
+        raise src.error(
+            f"configuration {label!r}: give exactly one of launch, base_url, or knobs/config (embedded); "
+            f"got {kinds or 'none'}",
+            line("label"),
+        )
+    return embedded
 
 
 def _implied_claims(profile: str, launch: LaunchSpec | None, knobs: LlamaKnobs | HFKnobs | None) -> list[str]:

@@ -140,15 +140,7 @@ def parse_experiment(
     shared = shared_of(file.model, model_path, sampling)
     configs = _configurations(src, file, raw, shared)
     labels = [c.label for c in configs]
-    embedded = [n for n, c in enumerate(configs) if c.kind == "embedded"]
-    if embedded and len(embedded) < len(configs):
-        # compare identifies an embedded model by its file hash and a server's by its id: the
-        # two cannot be checked to be one model, so the final comparison would refuse them.
-        raise src.error(
-            "embedded and server configurations cannot be mixed in one experiment (their models "
-            "cannot be checked to be the same); run two experiments, or compare with --force",
-            src.line("label", "configurations", embedded[0]),
-        )
+    _one_kind_of_model(src, configs)
     control = file.control if file.control is not None else labels[0]
     if control not in labels:
         raise src.error(f"control {control!r} is not a configuration label ({labels})", src.line("control"))
@@ -184,6 +176,18 @@ def parse_experiment(
         ),
         raw=raw,
     )
+
+
+def _one_kind_of_model(src: Source, configs: tuple[ConfigSpec, ...]) -> None:
+    """compare identifies an embedded model by its file hash and a server's by its id: the two
+    cannot be checked to be one model, so the final comparison would refuse them."""
+    embedded = [n for n, c in enumerate(configs) if c.kind == "embedded"]
+    if embedded and len(embedded) < len(configs):
+        raise src.error(
+            "embedded and server configurations cannot be mixed in one experiment (their models "
+            "cannot be checked to be the same); run two experiments, or compare with --force",
+            src.line("label", "configurations", embedded[0]),
+        )
 
 
 def _check_checkpoints(
