@@ -227,9 +227,11 @@ def test_a_malformed_response_is_an_error_on_its_item_and_the_run_goes_on(
 
 def test_a_stream_without_any_content_is_an_empty_answer_but_null_content_is_none() -> None:
     """llama-cpp-python streams an empty answer as a role-only event and an empty one with the
-    finish reason: that is an answer (""). Content sent as null, every time, is no answer."""
-    empty = sse_body([chunk({"role": "assistant"}), chunk({}, "stop")]).encode()
-    assert parse_stream("a", empty, [], 0.0, 0.1).text == ""
+    finish reason, llama-server the same with "content": null beside the role: that is an answer
+    (""). Content sent as null, every time, is no answer."""
+    for first in ({"role": "assistant"}, {"role": "assistant", "content": None}):
+        empty = sse_body([chunk(first), chunk({}, "stop")]).encode()
+        assert parse_stream("a", empty, [], 0.0, 0.1).text == ""
     blank = sse_body([chunk({"role": "assistant", "content": ""}), chunk({"content": None}, "stop")]).encode()
     assert parse_stream("a", blank, [], 0.0, 0.1).text == ""  # "" was sent: an empty answer
     with pytest.raises(ValueError, match="every streamed content was null"):

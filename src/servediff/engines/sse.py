@@ -111,8 +111,8 @@ def parse_stream(item_id: str, body: bytes, arrivals: Arrivals, sent: float, lat
     lps = joined.logprobs
     if joined.saw_null and not joined.saw_text and not lps:
         # As message.content null without streaming: a server that gave no answer. A stream
-        # whose events carry no content at all stays an empty answer: llama-cpp-python streams
-        # one that way (a role-only event, then an empty one with the finish reason).
+        # whose events carry no content at all stays an empty answer: llama-cpp-python and
+        # llama-server stream one that way (a role event, then an empty one with the finish).
         raise ValueError(f"no answer: every streamed content was null (finish_reason {joined.finish!r})")
     n = joined.usage.completion_tokens if joined.usage else None
     n_tokens = n if n is not None else (len(lps) if lps else len(stamps) or None)

@@ -95,6 +95,7 @@ class Response(_Wire):
 
 class Delta(_Wire):
     content: str | None = None  # absent: nothing this event; null: see ``null_content``
+    role: str | None = None
 
 
 class ChunkChatChoice(_Wire):
@@ -105,9 +106,12 @@ class ChunkChatChoice(_Wire):
     @property
     def null_content(self) -> bool:
         """The event says the answer is ``null`` (a null delta, or a delta with content null),
-        rather than just carrying no text (llama-cpp-python's role-only first event)."""
+        rather than just carrying no text: llama-cpp-python's first event is role-only, and
+        llama-server's announces the role with ``"content": null`` before any text; neither counts."""
         d = self.delta
-        return d is None or ("content" in d.model_fields_set and d.content is None)
+        if d is None:
+            return True
+        return "content" in d.model_fields_set and d.content is None and "role" not in d.model_fields_set
 
 
 class ChunkTextChoice(_Wire):
