@@ -111,7 +111,8 @@ class ChunkChatChoice(_Wire):
         d = self.delta
         if d is None:
             return True
-        return "content" in d.model_fields_set and d.content is None and "role" not in d.model_fields_set
+        # d.role, not the key: a server may send "role": null beside every piece of content
+        return "content" in d.model_fields_set and d.content is None and d.role is None
 
 
 class ChunkTextChoice(_Wire):
