@@ -28,6 +28,7 @@ from servediff.argtypes import (
     positive_int,
     proportion,
 )
+from servediff.audit.arguments import add_audit
 
 EXAMPLES = """\
 examples:
@@ -508,6 +509,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_export,
         _add_configs,
         _add_gate,
+        add_audit,
     ):
         add(sub)
     return parser

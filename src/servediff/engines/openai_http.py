@@ -470,6 +470,8 @@ def parse_response(item_id: str, raw: dict[str, Any], latency: float) -> Complet
         )
     usage = raw.get("usage") or {}
     n_tokens = usage.get("completion_tokens")
+    # The generation's own token ids where the server names every one (llama-server does).
+    ids = [t.token_id for t in lps] if lps and all(t.token_id is not None for t in lps) else None
     return Completion(
         engine_timings=engine_timings(raw.get("timings")),
         item_id=item_id,
@@ -478,6 +480,7 @@ def parse_response(item_id: str, raw: dict[str, Any], latency: float) -> Complet
         latency_s=latency,
         n_tokens=n_tokens if isinstance(n_tokens, int) else (len(lps) if lps else None),
         tokens=[t.token for t in lps] if lps else None,
+        token_ids=[i for i in ids if i is not None] if ids is not None else None,
         logprobs=lps,
         token_source="engine" if lps else None,
     )

@@ -145,6 +145,8 @@ def chat_logprobs(block: Any) -> list[TokenLogprob] | None:
             e["token"],
             float(e["logprob"]),
             tuple((t["token"], float(t["logprob"])) for t in e.get("top_logprobs") or ()),
+            # llama-server names each generated token's id here; OpenAI and vLLM do not.
+            e["id"] if isinstance(e.get("id"), int) else None,
         )
         for e in block["content"]
     ]

@@ -9,14 +9,23 @@ failed check is a <failure>; a check that engine errors left undecided is an <er
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from servediff.report import fmt
 from servediff.report.gate_model import GateReport
 
 
-def _case(suite: ET.Element, name: str, outcome: str | None, kind: str, message: str) -> None:
-    case = ET.SubElement(suite, "testcase", classname="servediff.gate", name=name)
+def _case(
+    suite: ET.Element,
+    name: str,
+    outcome: str | None,
+    kind: str,
+    message: str,
+    classname: str = "servediff.gate",
+) -> None:
+    case = ET.SubElement(suite, "testcase", classname=classname, name=name)
     if outcome is not None:
         ET.SubElement(case, outcome, type=kind, message=message).text = message
     else:
@@ -44,6 +53,10 @@ def document(g: GateReport) -> ET.ElementTree:
     )
     outcome = None if g.verdict == "pass" else "error" if g.exit_code == 2 else "failure"
     _case(suite, f"non-inferiority[{g.suite}]", outcome, g.verdict, text)
+    return _counted(root, suite)
+
+
+def _counted(root: ET.Element, suite: ET.Element) -> ET.ElementTree:
     cases = suite.findall("testcase")
     suite.set("tests", str(len(cases)))
     for tag, attr in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped")):
@@ -51,8 +64,30 @@ def document(g: GateReport) -> ET.ElementTree:
     return ET.ElementTree(root)
 
 
-def write(g: GateReport, path: Path) -> None:
+def _save(tree: ET.ElementTree, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tree = document(g)
     ET.indent(tree)
     tree.write(path, encoding="utf-8", xml_declaration=True)
+
+
+def write(g: GateReport, path: Path) -> None:
+    _save(document(g), path)
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One check of another command (the audit): ``outcome`` None passed, else "failure"/"error"."""
+
+    name: str
+    outcome: str | None
+    kind: str
+    message: str
+
+
+def write_cases(title: str, classname: str, cases: Sequence[Case], path: Path) -> None:
+    """A one-suite JUnit file of ``cases``, laid out as the gate's."""
+    root = ET.Element("testsuites")
+    suite = ET.SubElement(root, "testsuite", name=title)
+    for c in cases:
+        _case(suite, c.name, c.outcome, c.kind, c.message, classname)
+    _save(_counted(root, suite), path)
