@@ -84,7 +84,10 @@ PROMISES: dict[str, Promise] = {
         caveats=(
             "only the FlashInfer, FA3 and Triton attention backends support it; FlashInfer "
             "without the radix cache",
-            "reported failures for MoE models at tensor parallelism 4 and more: audit at the TP you serve",
+            # sgl-project/sglang issues 10785 (Qwen3-30B-A3B: TP 2 held, TP >= 4 failed; fixed
+            # by PR 10930 with NCCL tree all-reduce) and 11513 (B200 at TP 4)
+            "failures were reported for MoE models at tensor parallelism 4 and more and on B200 at "
+            "TP 4: audit at the TP and hardware you serve",
             "same hardware and version only",
         ),
         sources=(
