@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from servediff.audit.promises import PROMISES, experiment_toml
 from servediff.audit.workload import PREFIX_LENGTHS, PlanOptions, plan, prompts_for
 from servediff.compare.agreement import Output, compare, distinct, first_difference
 from servediff.compare.binomial import clopper_pearson, throughput_ratio, upper_bound
+from servediff.experiment.spec import load_experiment
 
 
 @pytest.mark.parametrize(("k", "n"), [(0, 1), (0, 30), (1, 30), (5, 100), (17, 800), (100, 100), (0, 1000)])
@@ -111,7 +113,7 @@ def test_prefix_prompts_share_a_prefix_and_are_capped() -> None:
         plan("needle", (1,), PlanOptions())
 
 
-def test_every_engine_has_a_promise_profile_and_an_experiment() -> None:
+def test_every_engine_has_a_promise_profile_and_an_experiment(tmp_path: Path) -> None:
     assert set(PROMISES) == set(ENGINES)
     import tomllib
 
@@ -119,6 +121,11 @@ def test_every_engine_has_a_promise_profile_and_an_experiment() -> None:
         exp = tomllib.loads(experiment_toml(engine, "m"))
         on, off = exp["configurations"]
         assert (on["label"], off["label"]) == ("promise", "control") and on != off
+        path = tmp_path / f"{engine}.toml"
+        path.write_text(experiment_toml(engine, "m"))
+        launched = load_experiment(path)  # what `servediff audit --experiment` reads
+        assert [c.label for c in launched.configurations] == ["promise", "control"]
+        assert launched.config("promise").launch is not None
     assert tomllib.loads(experiment_toml("vllm", "m"))["configurations"][0]["env"] == {
         "VLLM_BATCH_INVARIANT": "1"
     }
