@@ -59,6 +59,8 @@ class Side:
     bound: Bound | None  # None: no trials
     divergences: tuple[Divergence, ...]  # all of them, in record order
     distinct_max: int  # the most distinct outputs any prompt had
+    # (workload, prompt, outputs, distinct outputs) per prompt: SGLang's "Unique samples"
+    per_prompt: tuple[tuple[str, str, int, int], ...]
     logprob_trials: int  # identical trials whose logprobs could be compared
     logprob_bit_equal: int
     max_logprob_diff: float | None
@@ -195,6 +197,7 @@ def side(role: str, runs: Sequence[Run], confidence: float = 0.95) -> Side:
         bound=bound,
         divergences=tuple(t.divergences),
         distinct_max=max((distinct(v) for v in t.outputs.values()), default=0),
+        per_prompt=tuple((w, k, len(v), distinct(v)) for (w, k), v in sorted(t.outputs.items())),
         logprob_trials=t.lp_trials,
         logprob_bit_equal=t.lp_equal,
         max_logprob_diff=t.lp_max,

@@ -86,6 +86,9 @@ def _side_md(s: Side) -> list[str]:
     basis = ", ".join(s.basis) or "—"
     lines += ["", f"Compared by {basis}; most distinct outputs of one prompt: {s.distinct_max}; {lp}; "
               f"{s.errors} errored request(s).", ""]  # fmt: skip
+    several = len({w for w, _, _, _ in s.per_prompt}) > 1
+    shown = ", ".join(f"{f'{w}/' if several else ''}{k} {d} of {n}" for w, k, n, d in s.per_prompt)
+    lines += [f"Distinct outputs per prompt: {shown}.", ""]
     for d in s.divergences[:10]:
         lines.append(f"- {divergence_text(d)}")
     if len(s.divergences) > 10:
