@@ -22,6 +22,8 @@ SERVER = (
     '"-c", "2048", "-t", "1", "--seed", "42", "-fa", "off"'
 )
 SMALL = ["--levels", "4", "--trials", "3", "--max-tokens", "12", "--rounds", "2", "--no-progress"]
+# On llama-server (one CPU thread each): 7 prompts alone twice, then 2 blocks of 4, 8 tokens each.
+TINY = ["--levels", "4", "--trials", "2", "--max-tokens", "8", "--rounds", "2", "--no-progress"]
 
 
 def _running(pid: int) -> bool:
@@ -51,10 +53,10 @@ def test_np4_passes_with_a_bound_but_its_control_does_not_diverge_on_this_cpu(
     )
     out, junit = tmp_path / "runs", tmp_path / "audit.xml"
     code, s = audit(capsys, "--experiment", str(exp), "--promise", "np4", "--control", "np4-ub8",
-                    "--out", str(out), "--junit", str(junit), *SMALL)  # fmt: skip
+                    "--out", str(out), "--junit", str(junit), *TINY)  # fmt: skip
     assert code == 2 and s["verdict"] == "too weak", s.get("verdict_line")
     p, c = s["promise"], s["control"]
-    n = 3 * 4 + 7  # blocks × level under load, plus one alone repeat of each of the 7 prompts
+    n = 2 * 4 + 7  # blocks × level under load, plus one alone repeat of each of the 7 prompts
     assert sum(lv["trials"] for lv in p["levels"]) == n and p["errors"] == 0
     assert p["bound"]["k"] == 0 and p["bound"]["high"] == pytest.approx(1 - 0.05 ** (1 / n))
     assert p["basis"] == ["token ids"]  # llama-server names the generated ids: compared exactly
@@ -62,7 +64,7 @@ def test_np4_passes_with_a_bound_but_its_control_does_not_diverge_on_this_cpu(
     assert sum(lv["divergent"] for lv in c["levels"]) == 0
     assert "workload was too weak" in s["reason"]
     assert (
-        "no divergence in 19 trials" in s["verdict_line"]
+        "no divergence in 15 trials" in s["verdict_line"]
         and "throughput with the promise" in s["verdict_line"]
     )
     # the records say what was run, and the verdict comes back from them alone
@@ -116,6 +118,8 @@ def test_a_clean_promise_with_a_diverging_control_passes(
     assert code == 0 and s["verdict"] == "pass"
     assert s["control"]["divergences"] and "divergence rate ≤" in s["verdict_line"]
     assert s["cost"] is not None and s["cost"]["low"] <= s["cost"]["ratio"] <= s["cost"]["high"]
+    again, s99 = audit(capsys, "--from", str(tmp_path), "--confidence", "0.99")
+    assert again == 0 and s99["promise"]["bound"]["high"] > s["promise"]["bound"]["high"]
 
 
 def test_no_control_is_a_usage_error_and_nothing_is_written(

@@ -45,14 +45,14 @@ def options(args: argparse.Namespace) -> AuditOptions:
     )
 
 
-def records(folder: Path) -> AuditAnalysis:
+def records(folder: Path, confidence: float = 0.95) -> AuditAnalysis:
     """The verdict from an audit's records (``--from``)."""
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such folder of audit records")
     paths = sorted(p for role in ROLES for p in (folder / role).glob("*.jsonl"))
     if not paths:
         raise ValueError(f"{folder}: no audit records (expected promise/*.jsonl and control/*.jsonl)")
-    return analyze([read_run(p) for p in paths])
+    return analyze([read_run(p) for p in paths], confidence)
 
 
 def check(args: argparse.Namespace) -> str:
@@ -82,20 +82,20 @@ def check(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> AuditAnalysis:
     mode = check(args)
     if mode == "from":
-        return records(args.from_dir)
+        return records(args.from_dir, args.confidence)
     opts = options(args)
     if mode == "urls":
         run_target(Target("promise", args.label, args.base_url), opts)
         if not _promise_failed(opts.out):
             run_target(Target("control", args.control_label, args.control_url), opts)
-        return records(args.out)
+        return records(args.out, args.confidence)
     # One configuration at a time: engines that share a GPU cannot overlap.
     with launched_target(args.experiment, args.promise, "promise", args.out) as target:
         run_target(target, opts)
     if not _promise_failed(opts.out):
         with launched_target(args.experiment, args.control, "control", args.out) as target:
             run_target(target, opts)
-    return records(args.out)
+    return records(args.out, args.confidence)
 
 
 def _promise_failed(out: Path) -> bool:
