@@ -10,7 +10,7 @@ as they are parsed (``servediff.argtypes``), so a bad number is a usage error be
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -29,6 +29,8 @@ from servediff.argtypes import (
     proportion,
 )
 from servediff.audit.arguments import add_audit
+from servediff.option_rules import RUN_RULES, Rule, first_broken
+from servediff.types import MAX_SAMPLES
 
 EXAMPLES = """\
 examples:
@@ -47,12 +49,40 @@ examples:
 """
 
 
+_UNSET = object()  # what an option's value is until the command line sets it (see Parser)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with a usage error on one line: the usage of `run` alone is 20 lines, and
-    the line that says what is wrong would scroll away under it."""
+    the line that says what is wrong would scroll away under it; and with ``rules``, the option
+    combinations this command refuses (``servediff.option_rules``)."""
+
+    rules: tuple[Rule, ...] = ()
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(  # type: ignore[override]  # one signature for typeshed's overloads
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if not self.rules:
+            return super().parse_known_args(args, namespace)
+        # argparse fills in a default only where the namespace has no value yet, so an option
+        # still holding the marker afterwards was not on the command line (whatever its value).
+        dests = {o.lstrip("-").replace("-", "_"): o for r in self.rules for o in (r.option, r.other)}
+        namespace = namespace if namespace is not None else argparse.Namespace()
+        for dest in dests:
+            if not hasattr(namespace, dest):
+                setattr(namespace, dest, _UNSET)
+        parsed, extras = super().parse_known_args(args, namespace)
+        given = frozenset(o for d, o in dests.items() if getattr(parsed, d) is not _UNSET)
+        for dest in dests:
+            if getattr(parsed, dest) is _UNSET:
+                setattr(parsed, dest, self.get_default(dest))
+        broken = first_broken(self.rules, given)
+        if broken is not None:
+            self.error(broken)
+        return parsed, extras
 
 
 def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
@@ -118,10 +148,11 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
     g.add_argument("--top-k", type=count, default=0, help="top-k cut when sampling (0: none)")
     g.add_argument(
         "--samples",
-        type=positive_int,
+        type=int_range(1, MAX_SAMPLES),
         default=1,
         help="draws per item when sampling: lines ITEM#0..ITEM#k-1, each with a seed shared by every "
-        "configuration run with the same --seed",
+        f"configuration run with the same --seed; at most {MAX_SAMPLES} (pass@k rarely uses more than "
+        "200, and every draw is held in memory and listed in the record's header)",
     )
     g.add_argument(
         "--top-logprobs",
@@ -140,6 +171,7 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
     _add_http(p)
     _add_hf_knobs(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.rules = RUN_RULES
 
 
 def _add_llama_knobs(p: argparse.ArgumentParser) -> None:
@@ -472,7 +504,23 @@ def _add_gate(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--data", type=Path, help="the suite's data file instead of its default source")
     p.add_argument("--margin", type=fraction, default=0.02, help="non-inferiority margin (default 0.02)")
     p.add_argument("--alpha", type=fraction, default=0.025, help="each error rate (default 0.025)")
-    p.add_argument("--max-items", type=positive_int, help="item budget (default: the whole suite)")
+    p.add_argument(
+        "--max-items", type=positive_int, help="item budget (default: the whole suite, or the plan's)"
+    )
+    p.add_argument(
+        "--power",
+        type=fraction,
+        help="plan the budget: the fewest items that pass with this power if the candidate changes "
+        "nothing (needs a discordance: --discordance, or the pilot's)",
+    )
+    p.add_argument(
+        "--discordance",
+        type=proportion,
+        help="share of items on which A and B disagree, for the plan (default: measured on the pilot)",
+    )
+    p.add_argument(
+        "--pilot", type=positive_int, default=100, help="scored items that measure the discordance"
+    )
     p.add_argument("--batch", type=positive_int, default=10, help="items per look (default 10)")
     p.add_argument("--seed", type=count, default=0, help="seed of the item order")
     p.add_argument("--max-tokens", type=positive_int, help="default: the suite's own, else 300")

@@ -15,6 +15,15 @@ from pathlib import Path
 
 from servediff.report import fmt
 from servediff.report.gate_model import GateReport
+from servediff.report.xmltext import xml_text
+
+
+def _element(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
+    """The one way this module adds an element: its text and attributes through ``xml_text``."""
+    el = ET.SubElement(parent, tag, {k: xml_text(v) for k, v in attrs.items()})
+    if text is not None:
+        el.text = xml_text(text)
+    return el
 
 
 def _case(
@@ -25,21 +34,21 @@ def _case(
     message: str,
     classname: str = "servediff.gate",
 ) -> None:
-    case = ET.SubElement(suite, "testcase", classname=classname, name=name)
+    case = _element(suite, "testcase", classname=classname, name=name)
     if outcome is not None:
-        ET.SubElement(case, outcome, type=kind, message=message).text = message
+        _element(case, outcome, message, type=kind, message=message)
     else:
-        ET.SubElement(case, "system-out").text = message
+        _element(case, "system-out", message)
 
 
 def document(g: GateReport) -> ET.ElementTree:
     d = g.determinism
     root = ET.Element("testsuites")
-    suite = ET.SubElement(root, "testsuite", name=f"servediff gate {g.b} vs {g.a}")
+    suite = _element(root, "testsuite", name=f"servediff gate {g.b} vs {g.a}")
     text = f"control {g.a}: {d.status} ({d.identical}/{d.compared} identical, {d.errors} errored)"
     if d.status == "skipped":
-        case = ET.SubElement(suite, "testcase", classname="servediff.gate", name="determinism")
-        ET.SubElement(case, "skipped", message="--no-determinism-check")
+        case = _element(suite, "testcase", classname="servediff.gate", name="determinism")
+        _element(case, "skipped", message="--no-determinism-check")
     else:
         outcome = {"deterministic": None, "NOT deterministic": "failure"}.get(d.status, "error")
         _case(suite, "determinism", outcome, d.status, text)
@@ -87,7 +96,7 @@ class Case:
 def write_cases(title: str, classname: str, cases: Sequence[Case], path: Path) -> None:
     """A one-suite JUnit file of ``cases``, laid out as the gate's."""
     root = ET.Element("testsuites")
-    suite = ET.SubElement(root, "testsuite", name=title)
+    suite = _element(root, "testsuite", name=title)
     for c in cases:
         _case(suite, c.name, c.outcome, c.kind, c.message, classname)
     _save(_counted(root, suite), path)
