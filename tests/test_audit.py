@@ -17,6 +17,9 @@ from servediff.engines.llama_server import has_tool
 from servediff.record import read_run
 from tests.helpers.stub_server import Request, chat_body, stub_server
 
+# The negative control is -np 4 again, at the same load: measured 0 of 107 trials diverged at 4
+# in flight (64 tokens). A control with "-b 8 -ub 8" diverged in the one run made of it (2 of 15
+# trials: sql-top-customers at token 7, gap 0.16 nats): not yet shown to be dependable here.
 # Without --no-cache-prompt the warm alone repeat of a prompt can differ from its cold first send
 # on this CPU (seen: sql-top-customers at token 7, gap 0.078 nats): that is the prompt cache, not
 # batching, and the audit reports it as a divergence at concurrency 1.
@@ -51,11 +54,10 @@ def test_np4_passes_with_a_bound_but_its_control_does_not_diverge_on_this_cpu(
     exp.write_text(
         'model = "smollm2"\n'
         f'[[configurations]]\nlabel = "np4"\nlaunch = [{SERVER}, "-np", "4"]\nstart_timeout = 120\n'
-        f'[[configurations]]\nlabel = "np4-ub8"\nlaunch = [{SERVER}, "-np", "4", "-b", "8", "-ub", "8"]\n'
-        "start_timeout = 120\n"
+        f'[[configurations]]\nlabel = "np4-again"\nlaunch = [{SERVER}, "-np", "4"]\nstart_timeout = 120\n'
     )
     out, junit = tmp_path / "runs", tmp_path / "audit.xml"
-    code, s = audit(capsys, "--experiment", str(exp), "--promise", "np4", "--control", "np4-ub8",
+    code, s = audit(capsys, "--experiment", str(exp), "--promise", "np4", "--control", "np4-again",
                     "--out", str(out), "--junit", str(junit), *TINY)  # fmt: skip
     assert code == 2 and s["verdict"] == "too weak", s.get("verdict_line")
     p, c = s["promise"], s["control"]
