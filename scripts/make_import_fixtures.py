@@ -302,18 +302,34 @@ def trust_runs(a: argparse.Namespace, work: Path, url: str) -> None:
     inspect(a.tools_python, work, url, in_out / "cancelled", 1, 0.0, *stop)
     inspect(a.tools_python, work, url, in_out / "no-temperature", 1, None)
     inspect(a.tools_python, work, url, in_out / "terse", 1, 0.0, "-T", "terse=true")
+    for folder in ("failed", "cancelled"):
+        scrub(
+            in_out / folder,
+            {str(work): "<work>", ask(a.tools_python, "import sys; print(sys.prefix)"): "<tools>"},
+        )
     # The same log in Inspect's .eval format (a zip), which the tests cut short.
     (terse,) = (in_out / "terse").glob("*.json")
     convert = [a.tools_python, "-m", "inspect_ai", "log", "convert", str(terse), "--to", "eval"]
     run([*convert, "--output-dir", str(in_out / "eval-format")], work)
-    # Log-likelihoods through llama-cpp-python's /v1/completions: lm-eval tokenizes with the
-    # model's own tokenizer (the folder hf_model writes) and asks for echoed prompt logprobs.
+    # Log-likelihoods through llama-cpp-python's /v1/completions: lm-eval counts the context's
+    # tokens with the model's own tokenizer (the folder hf_model writes), sends the text (this
+    # server refuses token-id prompts) and asks for echoed prompt logprobs.
     hf_model(a.tools_python, a.server_python, work)
     args = f"model={MODEL_ID},base_url={url}/v1/completions,num_concurrent=1,max_retries=1,"
-    args += "tokenized_requests=True,tokenizer_backend=huggingface,tokenizer=smollm2-hf"
+    args += "tokenized_requests=False,tokenizer_backend=huggingface,tokenizer=smollm2-hf"
     argv = [a.tools_python, "-m", "lm_eval", "run", "--model", "local-completions", "--model_args", args]
     argv += ["--tasks", f"mmlu_{MMLU_SUBJECT}_ll", "--include_path", ".", "--limit", "20", "--log_samples"]
     run([*argv, "--output_path", str(lm_out / "mmlu-loglik")], work)
+
+
+def scrub(folder: Path, paths: dict[str, str]) -> None:
+    """A stopped run's log holds Python tracebacks with this machine's folders in them; each is
+    replaced by a placeholder (the folders contain no JSON-escaped characters)."""
+    for log in folder.glob("*.json"):
+        text = log.read_text(encoding="utf-8")
+        for path, name in paths.items():
+            text = text.replace(path, name)
+        log.write_text(text, encoding="utf-8")
 
 
 def hf_runs(a: argparse.Namespace, work: Path) -> None:

@@ -113,7 +113,7 @@ def test_unknown_temperature_is_unknown_and_compare_needs_force(
     assert "temperature not recorded" in err and "--force" in err
     assert main(["compare", str(a), str(b), "--force"]) == 0
     out = capsys.readouterr().out
-    assert "temperature not recorded" in out and "temperature not recorded, seed 42" in out
+    assert "forced despite: inspect/gsm8k:" in out and "temperature not recorded" in out
 
 
 # --- setup re-checked at compare time --------------------------------------------------------
