@@ -318,7 +318,8 @@ def trust_runs(a: argparse.Namespace, work: Path, url: str) -> None:
     args = f"model={MODEL_ID},base_url={url}/v1/completions,num_concurrent=1,max_retries=1,"
     args += "tokenized_requests=False,tokenizer_backend=huggingface,tokenizer=smollm2-hf"
     argv = [a.tools_python, "-m", "lm_eval", "run", "--model", "local-completions", "--model_args", args]
-    argv += ["--tasks", f"mmlu_{MMLU_SUBJECT}_ll", "--include_path", ".", "--limit", "20", "--log_samples"]
+    # 5 documents (20 requests): this server answers an echoed-logprobs request in about 30 s.
+    argv += ["--tasks", f"mmlu_{MMLU_SUBJECT}_ll", "--include_path", ".", "--limit", "5", "--log_samples"]
     run([*argv, "--output_path", str(lm_out / "mmlu-loglik")], work)
 
 
