@@ -29,7 +29,8 @@ greedy output on CPU) each on their own port, one thread each, serve:
   into a model folder first, which needs ``transformers``, ``gguf`` and ``accelerate`` in the
   tools' environment; ``--only hf``), and the log-likelihood MMLU task through ``hf`` too;
   and a log-likelihood (multiple-choice) MMLU task through ``local-completions`` against
-  llama-cpp-python's server, whose ``echo`` returns no continuation log-probabilities.
+  llama-cpp-python's server, whose echoed log-probabilities are 0.0 for every choice of some
+  documents (1 of the 5 here): a tie that carries no information.
 
 The logs are written as the tools wrote them under tests/data/importers/{lm_eval,inspect}/, with
 ``versions.json`` naming the tool versions and server settings. When a newer lm-eval or Inspect
