@@ -256,7 +256,7 @@ def one_task(path: Path) -> str:
     return path.name.split("samples_")[1].rsplit("_2026", 1)[0]
 
 
-def test_acc_norm_uses_the_normalised_likelihoods(tmp_path: Path) -> None:
+def test_acc_norm_uses_the_normalised_likelihoods(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = lm_samples("hf-mmlu-loglik")
     tool = lm_results("hf-mmlu-loglik")["results"][one_task(path)]
     picks: dict[str, tuple[int, int]] = {}
@@ -275,6 +275,9 @@ def test_acc_norm_uses_the_normalised_likelihoods(tmp_path: Path) -> None:
             i: p[k] for i, p in picks.items()
         }
     assert any(raw != norm for raw, norm in picks.values())  # the two metrics pick differently
+    # Imported apart, the two readings of one log are not two configurations.
+    assert main(["compare", str(tmp_path / "acc.jsonl"), str(tmp_path / "acc_norm.jsonl")]) == 2
+    assert "different metric ('acc_norm' vs 'acc')" in capsys.readouterr().err
 
 
 # --- an A/A of 10 identical items ------------------------------------------------------------
