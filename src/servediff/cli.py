@@ -241,6 +241,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         Imported,
         ImportOptions,
         LogImportError,
+        check_target,
         numbered,
         outputs,
         pairing_problems,
@@ -257,6 +258,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             choose=args.choose,
             metric=getattr(args, "metric", None),
             epoch=getattr(args, "epoch", None),
+            allow_incomplete=args.allow_incomplete,
         )
         runs.extend(IMPORTERS[args.source](path, opts))
     runs = numbered(runs)
@@ -267,7 +269,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         )
     for problem in found:
         print(f"warning: forced despite: {problem}", file=sys.stderr)
-    for run, out in zip(runs, outputs(runs, args.out, single=len(args.paths) == len(runs) == 1)):
+    targets = outputs(runs, args.out, single=len(args.paths) == len(runs) == 1)
+    for run, out in zip(runs, targets):  # every target checked before anything is written
+        check_target(run, out)
+    for run, out in zip(runs, targets):
         write(run, out)
         scored = sum(1 for it in run.items if it.correct is not None)
         print(f"{out}: {run.header.label} #{run.header.repeat}, {len(run.items)} items ({scored} scored)")
