@@ -117,13 +117,13 @@ def round_rates(items: Iterable[Item]) -> tuple[float, ...]:
     (finished_at − latency) to the last one's end."""
     spans: dict[int, list[Item]] = defaultdict(list)
     for it in items:
-        if it.error is None and it.finished_at is not None:
+        if it.error is None and it.finished_at is not None and it.latency_s is not None:
             spans[int(it.metadata.get("round", 0))].append(it)
     rates = []
     for rnd in sorted(spans):
         part = spans[rnd]
         wall = max(i.finished_at or 0.0 for i in part) - min(
-            (i.finished_at or 0.0) - i.latency_s for i in part
+            (i.finished_at or 0.0) - (i.latency_s or 0.0) for i in part
         )
         tokens = sum(i.n_tokens or 0 for i in part)
         if wall > 0 and tokens > 0:
