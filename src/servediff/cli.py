@@ -396,6 +396,25 @@ def cmd_gate(args: argparse.Namespace) -> int:
     return g.exit_code
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from servediff.audit import command
+    from servediff.audit.promises import experiment_toml
+    from servediff.report import audit_view
+
+    if command.check(args) == "print":
+        print(experiment_toml(args.profile, args.model), end="")
+        return 0
+    a = command.run(args)
+    md = audit_view.markdown(a)
+    if args.md:
+        args.md.write_text(md, encoding="utf-8")
+    if args.junit:
+        audit_view.write_junit(a, args.junit)
+    print(json.dumps(audit_view.summary(a), indent=2) if args.json else md)
+    print(f"audit: {audit_view.verdict_line(a)} exit {a.exit_code}", file=sys.stderr)
+    return a.exit_code
+
+
 def cmd_configs(args: argparse.Namespace) -> int:
     from servediff.engines.knobs import CONFIGS, load_config_file
 
@@ -437,6 +456,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": cmd_export,
     "configs": cmd_configs,
     "gate": cmd_gate,
+    "audit": cmd_audit,
 }
 
 

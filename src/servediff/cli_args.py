@@ -28,6 +28,7 @@ from servediff.argtypes import (
     positive_int,
     proportion,
 )
+from servediff.audit.arguments import add_audit
 from servediff.option_rules import RUN_RULES, Rule, first_broken
 from servediff.types import MAX_SAMPLES
 
@@ -562,6 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_export,
         _add_configs,
         _add_gate,
+        add_audit,
     ):
         add(sub)
     return parser
