@@ -112,7 +112,13 @@ def build(study: Study, options: ReportOptions) -> Report:
 # --- method -----------------------------------------------------------------------------------
 def prompt_form(run: Run) -> str:
     first = next(iter(run.items.values()), None)
-    return "chat messages" if first is not None and isinstance(first.input, list) else "raw prompt"
+    if first is not None and isinstance(first.input, list):
+        return "chat messages"
+    # A text prompt a client already put through the chat template (lm-eval hf --apply_chat_template).
+    options = run.header.engine.get("options")
+    if isinstance(options, dict) and options.get("chat_template") is True:
+        return "prompt with the chat template applied"
+    return "raw prompt"
 
 
 ASKED = {
@@ -153,7 +159,8 @@ def _engine(label: str, configs: Sequence[Configuration]) -> Engine:
         label=label,
         kind=kind,
         model=str(e.get("model")),
-        where=str(e.get("base_url") or "in-process"),
+        # An import that records no URL ran somewhere unknown, not in this process.
+        where=str(e.get("base_url") or ("not recorded" if imported else "in-process")),
         version=str(e.get("server_version") or "not exposed"),
         settings=json.dumps(what, sort_keys=True),
         asked=how,

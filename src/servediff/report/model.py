@@ -42,8 +42,8 @@ class Engine:
 
 @dataclass(frozen=True, slots=True)
 class Sampling:
-    temperature: float
-    seed: int
+    temperature: float | None  # None: not recorded (an import)
+    seed: int | None
     max_tokens: int
     top_logprobs: int
     enable_thinking: bool | None
@@ -62,7 +62,7 @@ class SuiteMethod:
     data_sha256: str
     sampling: Sampling
     concurrency: int
-    prompt_form: str  # "chat messages" or "raw prompt"
+    prompt_form: str  # "chat messages", "raw prompt" or "prompt with the chat template applied"
     runs: tuple[tuple[str, int], ...]  # (label, repeats)
 
 
