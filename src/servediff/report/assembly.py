@@ -20,6 +20,7 @@ from typing import Any
 from servediff.compare import quality as q
 from servediff.compare.divergence import Divergence
 from servediff.compare.kl_runs import is_scoring
+from servediff.compare.load import load_sweeps
 from servediff.compare.mechanism import (
     CLASSES,
     RECORDED,
@@ -104,6 +105,7 @@ def build(study: Study, options: ReportOptions) -> Report:
         sampled=sampled(study, options.margin),
         placements=cluster_view.placements(study),
         replica_checks=cluster_view.replica_checks(study),
+        load=load_sweeps(study, options.warmup, options.margin, options.near_tie),
     )
 
 
