@@ -56,9 +56,11 @@ def configure(raw: dict[str, Any]) -> None:
         raw["sampling"]["max_tokens"] = tokens
         for opts in suites.values():
             opts["max_tokens"] = min(opts.get("max_tokens", tokens), tokens)
-    if levels := os.environ.get("STUDY_LEVELS", "").strip():
+    if "sweep" not in raw:
+        pass  # a study without a sweep: the sweep variables do not apply
+    elif levels := os.environ.get("STUDY_LEVELS", "").strip():
         raw["sweep"]["concurrency"] = [int(c) for c in levels.split(",")]
-    if (repeats := env_int("STUDY_REPEATS")) is not None:
+    if "sweep" in raw and (repeats := env_int("STUDY_REPEATS")) is not None:
         raw["sweep"]["repeats"] = repeats
     if only := os.environ.get("STUDY_ONLY", "").strip():
         keep = only.split(",")
