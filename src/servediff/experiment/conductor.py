@@ -31,7 +31,8 @@ from servediff.experiment.plan import Slot, ordered, plan_slots
 from servediff.experiment.probing import ProbeSlot, pending, plan_probes
 from servediff.experiment.replica_check import check_due, check_replicas
 from servediff.experiment.reporting import write_report
-from servediff.experiment.session import Session, say, session, template_path
+from servediff.experiment.ledger import end_survivors
+from servediff.experiment.session import LEDGER, Session, say, session, template_path
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
 from servediff.probe import probe_sides
@@ -274,6 +275,8 @@ def run_experiment(
     for note in notes:
         say(f"note: {note}")
     exp.output.mkdir(parents=True, exist_ok=True)
+    for line in end_survivors(exp.output / LEDGER):
+        say(f"warning: {line}")
     with _sigterm_as_interrupt():
         executor(Job(exp, slots, probes, suites, progress), outcome)
     outcome.model = write_report(
