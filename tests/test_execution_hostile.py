@@ -19,8 +19,10 @@ FIRST = problems(default_path())[0]
 SHORT = Limits(timeout_s=3)
 
 
-@pytest.mark.parametrize("exit_call", ["import sys\nsys.exit(0)", "import os\nos._exit(0)",
-                                       "raise SystemExit", "import os\nos.kill(os.getpid(), 0)\nexit()"])  # fmt: skip
+EXITS = ["import sys\nsys.exit(0)", "import os\nos._exit(0)", "raise SystemExit", "exit()"]
+
+
+@pytest.mark.parametrize("exit_call", EXITS)
 def test_exiting_before_the_tests_is_not_a_pass(exit_call: str) -> None:
     # A completion that leaves with status 0 before check(...) runs: a failure, whatever the status.
     score = check(FIRST, f"```python\n{exit_call}\n```", SHORT)

@@ -34,7 +34,7 @@ def experiment(tmp_path: Path) -> Path:
     path = tmp_path / "exp.toml"
     path.write_text(
         f'model = "smollm2"\noutput = "{tmp_path / "out"}"\ncontrol_repeats = 1\n'
-        '[sampling]\nmax_tokens = 8\n[suites.prompts]\nlimit = 2\n'
+        "[sampling]\nmax_tokens = 8\n[suites.prompts]\nlimit = 2\n"
         f'[[configurations]]\nlabel = "stock"\nlaunch = {SERVER}\nstart_timeout = 120\n'
     )
     return path
@@ -99,7 +99,9 @@ def test_the_next_run_ends_what_an_earlier_run_left_listed(tmp_path: Path) -> No
     argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_model_path()), "--host",
             "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_threads_batch", "1"]  # fmt: skip
     # A survivor, as a killed run without the kernel's help would leave it: listed, still up.
-    survivor = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    survivor = subprocess.Popen(
+        argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     # A stale entry whose pid now names another process (another start time): left alone.
     stranger = subprocess.Popen(["sleep", "120"], start_new_session=True)
     try:

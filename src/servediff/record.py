@@ -223,6 +223,19 @@ def make_header(
     )
 
 
+def annotate(path: Path, extra: dict[str, Any]) -> None:
+    """Merge ``extra`` into a record's header (line 1), atomically: verification is known only
+    after the run, and a report renders from records alone."""
+    header = read_header(path)
+    updated = header.model_copy(update={"extra": {**header.extra, **extra}})
+    with path.open("rb") as f:
+        f.readline()
+        rest = f.read()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(updated.model_dump_json().encode() + b"\n" + rest)
+    tmp.replace(path)
+
+
 def new_run_id() -> str:
     return uuid.uuid4().hex
 

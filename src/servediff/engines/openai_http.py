@@ -87,7 +87,7 @@ class HTTPEngine:
 
     # --- discovery: which model, which version -------------------------------------------
     def _discover(self) -> None:
-        async def go() -> tuple[Any, Any]:
+        async def go() -> tuple[Any, Any, Any]:
             async with self._session() as s:
                 models = await _get_json(s, f"{self.base_url}/v1/models")
                 version = props = None

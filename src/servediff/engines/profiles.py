@@ -163,8 +163,11 @@ SAMPLING_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     "llama-server": _LLAMA_CPP_SAMPLING,
     "vllm": _VLLM_SAMPLING,
     "sglang": _VLLM_SAMPLING,
-    "generic": (("top_p", "top_p"), ("presence_penalty", "presence_penalty"),
-                ("frequency_penalty", "frequency_penalty")),  # fmt: skip
+    "generic": (
+        ("top_p", "top_p"),
+        ("presence_penalty", "presence_penalty"),
+        ("frequency_penalty", "frequency_penalty"),
+    ),
 }
 
 
@@ -200,7 +203,11 @@ def server_profile(models: Any, props: Any) -> str:
     if sampling_defaults(props) is not None:
         return "llama-server"
     data = models.get("data") if isinstance(models, dict) else None
-    if isinstance(data, list) and data and all(isinstance(m, dict) and m.get("owned_by") == "me" for m in data):
+    if (
+        isinstance(data, list)
+        and data
+        and all(isinstance(m, dict) and m.get("owned_by") == "me" for m in data)
+    ):
         return "llamacpp"
     return "generic"
 

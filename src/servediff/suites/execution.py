@@ -21,13 +21,14 @@ no CPU), then kills the program's process group and, as a child subreaper, every
 program left behind, ``setsid()`` and double forks included, before it returns.
 
 What the program can read: its own (emptied) environment, the launcher's (empty) one, and
-anything this user may read, files and other processes alike. servediff marks itself (and the
-launcher itself) not dumpable while code runs, and the bootstrap drops every capability (so even
+anything this user may read, files and other processes alike. servediff and the launcher mark
+themselves not dumpable while code runs, and the bootstrap drops every capability (so even
 as root the program holds no ``CAP_SYS_PTRACE``), so servediff's ``/proc/<pid>/environ``, where
 API keys live, is closed to the program. Processes servediff did not start (the shell that
-started it, say) are not closed, so a secret in their environment is readable. What is NOT enforced: network access, and writes to anything
-this user may touch. This is a guard against accidents (loops, allocations, crashes, stray
-exits), not a sandbox; the suite runs only when the user explicitly allows it.
+started it, say) are not closed, so a secret in their environment is readable. What is NOT
+enforced: network access, and writes to anything this user may touch. This is a guard against
+accidents (loops, allocations, crashes, stray exits), not a sandbox; the suite runs only when the
+user explicitly allows it.
 """
 
 from __future__ import annotations
