@@ -8,6 +8,7 @@ import json
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -59,8 +60,17 @@ def _run(tmp_path: Path, label: str, *engine: str) -> dict[str, str]:
     return {k: i.text for k, i in run.items.items()}
 
 
-def test_embedded_and_server_give_the_same_greedy_text(llama_server: LlamaServer, tmp_path: Path) -> None:
-    served = _run(tmp_path, "server", "--engine", "http", "--base-url", llama_server.base_url)
+@pytest.fixture(scope="module")
+def one_thread_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    server = LlamaServer(["--n_threads_batch", "1"], tmp_path_factory.mktemp("one") / "server.log", threads=1)
+    yield server
+    server.stop()
+
+
+def test_embedded_and_server_give_the_same_greedy_text(
+    one_thread_server: LlamaServer, tmp_path: Path
+) -> None:
+    served = _run(tmp_path, "server", "--engine", "http", "--base-url", one_thread_server.base_url)
     embedded = _run(tmp_path, "embedded", "--engine", "llamacpp")
     same = sum(served[k] == embedded[k] for k in served)
     print(f"identical greedy texts, embedded vs llama_cpp.server: {same}/{len(served)}")
