@@ -95,8 +95,9 @@ def speed_phrases(summary: dict[str, Any]) -> list[str]:
         row += " " + " / ".join(fmt.seconds(x["value"]) for x in s["latency"])
         out.append(row)
         if s["speedup"] and _unsteady(s):
-            note = wording.load_note(Load(**s["load"]), s["reference"], s["label"])
-            out.append(f"{fmt.speedup(s['speedup']['value'])} vs {s['reference']}, {note}")
+            load = Load(s["load"]["a"], s["load"]["b"], s["load"]["verdict"])
+            note = wording.load_note(load, s["reference"], s["label"])
+            out.append(f"{fmt.speedup(s['speedup']['value'])} ({note}) vs {s['reference']}")
         elif s["speedup"]:
             x = s["speedup"]
             out.append(
