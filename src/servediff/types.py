@@ -39,7 +39,7 @@ class SamplingParams:
     top_k: int = 0  # 0: no top-k cut
     # No penalty and no min-p cut: the model's own distribution. Sent explicitly to every server
     # that takes them, so that no server default (llama-cpp-python's repeat_penalty 1.1,
-    # llama-server's min_p 0.05) changes an answer; see engines.profiles.sampling_body.
+    # llama-server's min_p 0.05) changes an answer; see engines.server_sampling.
     repeat_penalty: float = 1.0
     min_p: float = 0.0
     presence_penalty: float = 0.0

@@ -29,7 +29,7 @@ import aiohttp
 
 from servediff.engines import EngineError, OnDone, ProbeResult
 from servediff.engines.http1 import Arrivals, Connection, Endpoint, Reply, TransportError
-from servediff.engines.profiles import SAMPLING_FIELDS, sampling_body, sampling_defaults, server_profile
+from servediff.engines.server_sampling import sampling_body, sampling_defaults, server_profile
 from servediff.engines.sse import chat_logprobs, engine_timings, parse_stream, text_logprobs
 from servediff.redaction import redact_text
 from servediff.types import Completion, Sample, SamplingParams
@@ -78,7 +78,7 @@ class HTTPEngine:
             self.base_url = self.base_url[: -len("/v1")]
         self.server_version: str | None = None
         self.server_defaults: dict[str, Any] | None = None  # the sampling it applies unless told
-        self.profile = "generic"  # which sampling fields it is sent (engines.profiles)
+        self.profile = "generic"  # which sampling fields it is sent (engines.server_sampling)
         self.model: str | None = options.model
         # Tokenize endpoints still worth asking; one a server answers 404/405 is dropped.
         self._tokenize_paths = ["/extras/tokenize", "/tokenize"]
@@ -138,7 +138,7 @@ class HTTPEngine:
             "options": {"timeout_s": o.timeout_s, "max_retries": o.max_retries}
             | ({"stream": True} if o.stream else {}),
             "profile": self.profile,
-            "sampling_fields": sorted(theirs for _, theirs in SAMPLING_FIELDS.get(self.profile, ())),
+            "sampling_fields": sorted(sampling_body(self.profile, SamplingParams())),
             "server_defaults": self.server_defaults,
             **self._annotations,
         }
