@@ -26,6 +26,7 @@ from servediff.experiment.placement import placed
 from servediff.experiment.plan import Slot
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import ConfigSpec, Experiment
+from servediff.filename import file_stem
 from servediff.record import read_run
 from servediff.redaction import redact_argv
 from servediff.runner import RunResult
@@ -164,7 +165,7 @@ def _replica(exp: Experiment, config: ConfigSpec, n: int) -> Iterator[RunningSer
     """One launched copy of the configuration (replica 0 keeps the log name of a single server)."""
     assert config.launch is not None
     model_path = str(exp.model_path) if exp.model_path else _default_model_path_or_empty(config)
-    log = exp.output / "logs" / f"{config.label}.{config.digest}{f'.rep{n}' if n else ''}.log"
+    log = exp.output / "logs" / f"{file_stem(config.label)}.{config.digest}{f'.rep{n}' if n else ''}.log"
     say(f"[{config.label}] starting: {' '.join(redact_argv(config.launch.argv))}")
     # The server must not outlive the experiment, or a cluster worker, that is killed. The
     # kernel's signal follows the thread that started the server: only the main thread, or a
