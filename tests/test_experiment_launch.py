@@ -148,7 +148,11 @@ def test_interrupt_between_configurations_then_resume(tmp_path: Path) -> None:
     assert len(finished) == 2 and not records(out, "flash")
     assert main(["experiment", str(path), "--no-progress"]) == 0
     assert records(out, "stock") == finished  # not redone
-    assert len(pids(logs(out, "stock"))) == 1 and len(pids(logs(out, "flash"))) == 2
+    # stock starts again only to probe its side of a divergence (flash_attn with n_ubatch 1 can
+    # change these two prompts' greedy text)
+    (pair,) = json.loads((out / "summary.json").read_text())["pairs"]
+    started_again = 1 if pair["divergences"] else 0
+    assert len(pids(logs(out, "stock"))) == 1 + started_again and len(pids(logs(out, "flash"))) == 2
     assert len(records(out, "flash")) == 1 and (out / "report.md").is_file()
 
 

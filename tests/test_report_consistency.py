@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from servediff.compare.mechanism import Precision
-from servediff.compare.speed import Interval
+from servediff.compare.speed import Interval, Load
 from servediff.report import fmt, render, wording
 from servediff.report.assembly import build
 from servediff.report.options import load
@@ -94,7 +94,11 @@ def speed_phrases(summary: dict[str, Any]) -> list[str]:
             row += " n/a n/a"
         row += " " + " / ".join(fmt.seconds(x["value"]) for x in s["latency"])
         out.append(row)
-        if s["speedup"]:
+        if s["speedup"] and _unsteady(s):
+            load = Load(s["load"]["a"], s["load"]["b"], s["load"]["verdict"])
+            note = wording.load_note(load, s["reference"], s["label"])
+            out.append(f"{fmt.speedup(s['speedup']['value'])} ({note}) vs {s['reference']}")
+        elif s["speedup"]:
             x = s["speedup"]
             out.append(
                 f"{fmt.speedup(x['value'])} ({wording.direction(Interval(**x))}) "
@@ -102,10 +106,17 @@ def speed_phrases(summary: dict[str, Any]) -> list[str]:
             )
     for v in summary["verdicts"]:
         x = v["speedup"]
-        if v["reference"] and x:
+        if v["reference"] and x and _unsteady(v):
+            out.append(f"{v['label']} vs {v['reference']}: {fmt.speedup(x['value'])} output tokens/s")
+        elif v["reference"] and x:
             way = wording.direction(Interval(**x))
             out.append(f"{v['label']} vs {v['reference']}: {fmt.speedup(x['value'])} ({way})")
     return out + attribution_phrases(summary) + kl_phrases(summary)
+
+
+def _unsteady(view: dict[str, Any]) -> bool:
+    """Measured under different loads (or an oversubscribed machine): a note, no interval."""
+    return bool(view.get("load")) and view["load"]["verdict"] in ("changed", "oversubscribed")
 
 
 def kl_phrases(summary: dict[str, Any]) -> list[str]:

@@ -77,6 +77,12 @@ class SamplingInfo(_Model):
     top_p: float = 1.0
     top_k: int = 0
     samples: int = 1  # draws per item (temperature > 0): the record's lines are ITEM#s
+    # None: a record written before these were sent, when a server applied its own defaults
+    # (llama-cpp-python's server: repeat_penalty 1.1).
+    repeat_penalty: float | None = None
+    min_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
 
 
 class Header(_Model):
@@ -138,11 +144,12 @@ class Item(_Model):
 
 
 def _stable_engine(engine: dict[str, Any]) -> dict[str, Any]:
-    # A server's version string or a fresh port must not invalidate a finished run.
+    # A server's version string, a fresh port or its reported defaults (each field servediff
+    # knows is sent explicitly) must not invalidate a finished run.
     return {
         k: v
         for k, v in engine.items()
-        if k not in ("server_version", "base_url", "verification", "vocab_sha256")
+        if k not in ("server_version", "base_url", "verification", "vocab_sha256", "server_defaults")
     }
 
 
@@ -205,6 +212,10 @@ def make_header(
             top_p=sampling.top_p,
             top_k=sampling.top_k,
             samples=sampling.samples,
+            repeat_penalty=sampling.repeat_penalty,
+            min_p=sampling.min_p,
+            presence_penalty=sampling.presence_penalty,
+            frequency_penalty=sampling.frequency_penalty,
         ),
         suite=suite,
         concurrency=concurrency,
@@ -212,6 +223,19 @@ def make_header(
         extra=extra or {},
         run_id=new_run_id(),
     )
+
+
+def annotate(path: Path, extra: dict[str, Any]) -> None:
+    """Merge ``extra`` into a record's header (line 1), atomically: verification is known only
+    after the run, and a report renders from records alone."""
+    header = read_header(path)
+    updated = header.model_copy(update={"extra": {**header.extra, **extra}})
+    with path.open("rb") as f:
+        f.readline()
+        rest = f.read()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(updated.model_dump_json().encode() + b"\n" + rest)
+    tmp.replace(path)
 
 
 def new_run_id() -> str:

@@ -14,13 +14,16 @@ from typing import Any
 from tqdm import tqdm
 
 from servediff.engines import Engine
+from servediff.machine import load_now
 from servediff.record import (
     Header,
     RecordError,
     SuiteInfo,
     TornHeader,
+    annotate,
     item_line,
     make_header,
+    read_header,
     read_run,
     seal,
 )
@@ -102,6 +105,13 @@ def pending_ids(path: Path, header: Header) -> set[str] | None:
     return previous.done_ids()
 
 
+def record_load(path: Path, start: dict[str, Any], end: dict[str, Any]) -> None:
+    """Add this stretch of work's machine load to the header (a resumed or interleaved run has
+    several), for compare.speed to judge whether its speed was measured on a quiet machine."""
+    stretches = list(read_header(path).extra.get("load") or [])
+    annotate(path, {"load": [*stretches, {"start": start, "end": end}]})
+
+
 def execute(
     plan: RunPlan, engine: Engine, progress: bool = True, only: frozenset[str] | None = None
 ) -> RunResult:
@@ -146,9 +156,12 @@ def execute(
             if c.error:
                 bar.set_postfix(errors=counts["errors"])
 
+        start = load_now()
         try:
             if todo:
                 engine.generate(todo, plan.sampling, on_done)
         finally:
             bar.close()
+    if todo:
+        record_load(plan.out, start, load_now())
     return RunResult(plan.out, len(suite.samples), skipped, counts["done"], counts["errors"])

@@ -44,7 +44,14 @@ class SamplingParams:
     temperature: float = 0.0
     seed: int = 42
     top_p: float = 1.0  # 1.0: no nucleus cut
-    top_k: int = 0  # 0: no top-k cut (and nothing sent to an HTTP server)
+    top_k: int = 0  # 0: no top-k cut
+    # No penalty and no min-p cut: the model's own distribution. Sent explicitly to every server
+    # that takes them, so that no server default (llama-cpp-python's repeat_penalty 1.1,
+    # llama-server's min_p 0.05) changes an answer; see engines.server_sampling.
+    repeat_penalty: float = 1.0
+    min_p: float = 0.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     samples: int = 1  # per item; only a sampled run (temperature > 0) draws more than one
     max_tokens: int = 300
     top_logprobs: int = 0  # 0: do not request logprobs (requesting them can change the engine path)

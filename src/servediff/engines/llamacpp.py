@@ -159,8 +159,10 @@ class LlamaCppEngine(Closing):
             temp=params.temperature,
             top_k=params.top_k,
             top_p=params.top_p,
-            min_p=0.0,
-            repeat_penalty=1.0,
+            min_p=params.min_p,
+            repeat_penalty=params.repeat_penalty,
+            presence_penalty=params.presence_penalty,
+            frequency_penalty=params.frequency_penalty,
         )
         for token in gen:
             if self._llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):

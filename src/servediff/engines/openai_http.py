@@ -29,6 +29,7 @@ import aiohttp
 
 from servediff.engines import EngineError, OnDone, ProbeResult
 from servediff.engines.http1 import Arrivals, Connection, Endpoint, Reply, TransportError
+from servediff.engines.server_sampling import sampling_body, sampling_defaults, server_profile
 from servediff.engines.sse import chat_logprobs, engine_timings, parse_stream, text_logprobs
 from servediff.engines.wire import ChatChoice, ModelList, Response, TextChoice, parse, parse_json
 from servediff.redaction import redact_text
@@ -77,6 +78,8 @@ class HTTPEngine:
         if self.base_url.endswith("/v1"):
             self.base_url = self.base_url[: -len("/v1")]
         self.server_version: str | None = None
+        self.server_defaults: dict[str, Any] | None = None  # the sampling it applies unless told
+        self.profile = "generic"  # which sampling fields it is sent (engines.server_sampling)
         self.model: str | None = options.model
         # Tokenize endpoints still worth asking; one a server answers 404/405 is dropped.
         self._tokenize_paths = ["/extras/tokenize", "/tokenize"]
@@ -85,20 +88,22 @@ class HTTPEngine:
 
     # --- discovery: which model, which version -------------------------------------------
     def _discover(self) -> None:
-        async def go() -> tuple[Any, Any]:
+        async def go() -> tuple[Any, Any, Any]:
             async with self._session() as s:
                 models = await _get_json(s, f"{self.base_url}/v1/models")
-                version = None
+                version = props = None
                 for path in ("/version", "/v1/version"):
                     try:
                         version = await _get_json(s, f"{self.base_url}{path}")
                         break
                     except (aiohttp.ClientError, ValueError, asyncio.TimeoutError):
                         continue
-                return models, version
+                with contextlib.suppress(aiohttp.ClientError, ValueError, asyncio.TimeoutError):
+                    props = await _get_json(s, f"{self.base_url}/props")  # llama-server's
+                return models, version, props
 
         try:
-            models, version = asyncio.run(go())
+            models, version, props = asyncio.run(go())
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, OSError) as exc:
             raise EngineError(f"cannot reach {self.base_url}/v1/models: {exc}") from exc
         try:
@@ -114,6 +119,8 @@ class HTTPEngine:
             raise EngineError(f"{self.base_url} serves {served}, not {self.model!r}")
         if isinstance(version, dict):
             self.server_version = str(version.get("version") or version)
+        self.server_defaults = sampling_defaults(props)
+        self.profile = str(self._annotations.get("profile") or server_profile(models, props))
 
     def _session(self) -> aiohttp.ClientSession:
         headers = {"Content-Type": "application/json"}
@@ -135,6 +142,9 @@ class HTTPEngine:
             # "stream" only when on: records made without it keep their identity (and resume).
             "options": {"timeout_s": o.timeout_s, "max_retries": o.max_retries}
             | ({"stream": True} if o.stream else {}),
+            "profile": self.profile,
+            "sampling_fields": sorted(sampling_body(self.profile, SamplingParams())),
+            "server_defaults": self.server_defaults,
             **self._annotations,
         }
 
@@ -179,11 +189,8 @@ class HTTPEngine:
             "seed": params.seed_for(sample),
             "max_tokens": params.max_tokens,
         }
-        if params.sampled:
-            # Servers apply their own defaults otherwise (llama.cpp: top_k 40, top_p 0.95): say it.
-            body["top_p"] = params.top_p
-            if params.top_k:
-                body["top_k"] = params.top_k  # not an OpenAI field: vLLM, SGLang, llama.cpp take it
+        # Servers apply their own defaults otherwise, greedy or not (see sampling_body).
+        body.update(sampling_body(self.profile, params))
         if self.options.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}  # token counts where supported

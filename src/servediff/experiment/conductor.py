@@ -18,7 +18,7 @@ import dataclasses
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -26,20 +26,22 @@ from typing import Any
 
 from servediff.compare.divergence import divergence_points
 from servediff.experiment.factors import header as factor_header
+from servediff.experiment.ledger import end_survivors
 from servediff.experiment.placement import placed
-from servediff.experiment.plan import Slot, ordered, plan_slots
+from servediff.experiment.plan import BLOCK, Slot, interleaved, ordered, plan_slots
 from servediff.experiment.probing import ProbeSlot, pending, plan_probes
 from servediff.experiment.replica_check import check_due, check_replicas
 from servediff.experiment.reporting import write_report
-from servediff.experiment.session import Session, say, session, template_path
+from servediff.experiment.session import LEDGER, Session, say, session, template_path
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
 from servediff.probe import probe_sides
-from servediff.record import RecordError, Run, read_header, read_run
+from servediff.record import RecordError, Run, annotate, read_run
 from servediff.report.model import Report
 from servediff.report.wording import flag_line, replica_line
-from servediff.runner import RunPlan, execute
+from servediff.runner import RunPlan, RunResult, execute
 from servediff.suites import Suite, SuiteOptions, load_suite
+from servediff.suites.draws import expand
 from servediff.types import SamplingParams
 
 
@@ -151,7 +153,14 @@ def run_slot(
         after = live.snapshot()
     finally:
         engine.close()
-    verification = live.verification(before, after, result, slot)
+    finish_slot(live, slot, result, outcome, (before, after))
+
+
+def finish_slot(
+    live: Session, slot: Slot, result: RunResult, outcome: Outcome, counters: tuple[Any, Any] = (None, None)
+) -> None:
+    """Note what a finished run verified and where it ran, in its header and the outcome."""
+    verification = live.verification(*counters, result, slot)
     where = placed()  # the cluster node and GPUs it ran on, when it ran on a cluster
     annotate(slot.path, {"verification": verification, **({"placement": where} if where else {})})
     outcome.ran.append(slot.path)
@@ -195,19 +204,6 @@ def take_probes(
         say(f"[{slot.config.label}] probed {slot.name}: {written} divergence(s), {failed} failed")
 
 
-def annotate(path: Path, extra: dict[str, Any]) -> None:
-    """Merge ``extra`` into a record's header (line 1), atomically: verification is known only
-    after the run, and a report renders from records alone."""
-    header = read_header(path)
-    updated = header.model_copy(update={"extra": {**header.extra, **extra}})
-    with path.open("rb") as f:
-        f.readline()
-        rest = f.read()
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(updated.model_dump_json().encode() + b"\n" + rest)
-    tmp.replace(path)
-
-
 # --- the whole experiment --------------------------------------------------------------------
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
@@ -244,14 +240,51 @@ class Job:
 
 
 def sequential(job: Job, outcome: Outcome) -> None:
-    """The default executor: one configuration at a time on this machine."""
+    """The default executor: one configuration at a time on this machine; first, where they can
+    all be up at once (in-process engines), the runs speed is measured on, interleaved."""
     exp = job.exp
+    interleave(job, outcome)
     for config in ordered(exp):
         slots, probes = job.mine(config.label)
         run_configuration(exp, config, slots, probes, job.suites, outcome, job.progress)
     # The control's side of each pair could only be probed once the others had run.
     for config in ordered(exp):
         probe_again(job, config, outcome)
+
+
+def interleave(job: Job, outcome: Outcome) -> None:
+    """Every configuration's first run of each suite, in ABBA blocks (``plan.interleaved``), when
+    the configurations can all be up at once: in-process engines only, as servers may not fit
+    beside each other. Their control repeats, sweeps and probes follow configuration by
+    configuration as before; the interleaved runs are then complete and skipped."""
+    configs = ordered(job.exp)
+    if len(configs) < 2 or any(c.kind != "embedded" for c in configs):
+        return
+    for spec in job.exp.suites:
+        suite = job.suites[spec.name]
+        slots = [s for s in job.slots if s.suite is spec and s.repeat == 1 and not s.sweep]
+        if len(slots) < 2 or all(is_complete(s, suite) for s in slots):
+            continue
+        with ExitStack() as stack:
+            lives = {s.label: stack.enter_context(session(job.exp, s.config)) for s in slots}
+            engines = {s.label: lives[s.label].engine(s) for s in slots}
+            for engine in engines.values():
+                stack.callback(engine.close)
+            plans = {s.label: slot_plan(job.exp, s, suite) for s in slots}
+            ids = [x.id for x in expand(suite, plans[slots[0].label].sampling).samples]
+            say(f"[{spec.name}] {len(slots)} configurations interleaved in blocks of {BLOCK} (ABBA)")
+            results: dict[str, list[RunResult]] = {s.label: [] for s in slots}
+            for label, block in interleaved([s.label for s in slots], ids):
+                results[label].append(execute(plans[label], engines[label], job.progress, frozenset(block)))
+            for s in slots:
+                finish_slot(lives[s.label], s, merged(results[s.label]), outcome)
+
+
+def merged(parts: list[RunResult]) -> RunResult:
+    """One run's result from its blocks (each execute call saw the whole suite)."""
+    first = parts[0]
+    done, errors = sum(p.done for p in parts), sum(p.errors for p in parts)
+    return RunResult(first.path, first.total, first.total - done - errors, done, errors)
 
 
 def probe_again(job: Job, config: ConfigSpec, outcome: Outcome) -> None:
@@ -274,6 +307,8 @@ def run_experiment(
     for note in notes:
         say(f"note: {note}")
     exp.output.mkdir(parents=True, exist_ok=True)
+    for line in end_survivors(exp.output / LEDGER):
+        say(f"warning: {line}")
     with _sigterm_as_interrupt():
         executor(Job(exp, slots, probes, suites, progress), outcome)
     outcome.model = write_report(

@@ -33,6 +33,7 @@ from typing import IO, Any
 
 from servediff.engines import EngineError
 from servediff.engines.profiles import PROFILES
+from servediff.experiment import ledger
 from servediff.experiment.spec import ConfigSpec
 from servediff.redaction import argv_secrets, env_secrets, redact_argv, redact_text
 
@@ -121,11 +122,18 @@ def get_text(url: str, timeout: float = 5.0) -> tuple[int, str]:
 
 @contextmanager
 def launched(
-    config: ConfigSpec, log: Path, model: str, values: Placeholders, orphan_proof: bool = False
+    config: ConfigSpec,
+    log: Path,
+    model: str,
+    values: Placeholders,
+    orphan_proof: bool = False,
+    ledger_folder: Path | None = None,
 ) -> Iterator[RunningServer]:
     """A healthy server serving ``model``, stopped (group SIGTERM → SIGKILL) on exit.
     ``orphan_proof``: the kernel kills it when the thread that started it dies, even by SIGKILL
-    (Linux; a cluster worker that is lost must not leave its engine running)."""
+    (Linux; an experiment or a cluster worker that is killed must not leave its engine running).
+    ``ledger_folder``: where it is listed while it runs, for the next run to end if this one is
+    killed (``experiment.ledger``)."""
     spec, label = config.launch, config.label
     if spec is None:
         raise ValueError(f"{label}: not a launched configuration")
@@ -149,9 +157,12 @@ def launched(
         except OSError as exc:
             raise LaunchError(f"{label}: cannot start {argv[0]!r}: {exc.strerror or exc}") from exc
         pump: LogPump | None = None
+        listed: Path | None = None
         # Everything after the start is inside the try: a Ctrl-C that lands between the start
         # and the first health check (the banner is what a watcher sees first) still stops it.
         try:
+            if ledger_folder is not None:
+                listed = ledger.enter(ledger_folder, proc.pid, port, label)
             _banner(sink, proc.pid, argv)
             pump = LogPump(proc, sink, [*argv_secrets(argv), *env_secrets(spec.env)])
             base_url = f"http://{HOST}:{port}"
@@ -165,6 +176,8 @@ def launched(
             if pump is not None:
                 pump.drain(spec.stop_timeout_s)
             _wait_port_free(port, spec.stop_timeout_s)
+            if listed is not None:
+                ledger.leave(listed)
 
 
 def _parent_death_signal() -> Callable[[], None] | None:
@@ -176,9 +189,12 @@ def _parent_death_signal() -> Callable[[], None] | None:
 
     libc = ctypes.CDLL(None, use_errno=True)
     pr_set_pdeathsig = 1
+    parent = os.getpid()
 
     def hook() -> None:
         libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL))
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os._exit(1)
 
     return hook
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,3 +74,21 @@ def ordered(exp: Experiment) -> list[ConfigSpec]:
     while it is up, and only the control has to be started a second time (see probing)."""
     control = exp.config(exp.control)
     return [control] + [c for c in exp.configurations if c is not control]
+
+
+BLOCK = 4  # items per block of an interleaved run: short enough to follow a drift in load
+
+
+def interleaved(
+    labels: Sequence[str], ids: Sequence[str], block: int = BLOCK
+) -> list[tuple[str, tuple[str, ...]]]:
+    """The order in which configurations that can be up at once run one suite: the items in
+    blocks, every configuration runs each block, forward on even blocks and backward on odd
+    ones (A B, B A, A B, … : ABBA). A load that rises or falls through the experiment then
+    weighs on every configuration alike instead of on whichever ran last."""
+    blocks = [tuple(ids[k : k + block]) for k in range(0, len(ids), block)]
+    order = []
+    for n, items in enumerate(blocks):
+        for label in labels if n % 2 == 0 else reversed(labels):
+            order.append((label, items))
+    return order

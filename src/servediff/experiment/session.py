@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -32,6 +33,9 @@ from servediff.runner import RunResult
 
 if TYPE_CHECKING:
     from servediff.engines.template import ChatTemplate
+
+
+LEDGER = "servers"  # the output folder's list of servers that are up (experiment.ledger)
 
 
 def say(message: str) -> None:
@@ -163,9 +167,12 @@ def _replica(exp: Experiment, config: ConfigSpec, n: int) -> Iterator[RunningSer
     model_path = str(exp.model_path) if exp.model_path else _default_model_path_or_empty(config)
     log = exp.output / "logs" / f"{file_stem(config.label)}.{config.digest}{f'.rep{n}' if n else ''}.log"
     say(f"[{config.label}] starting: {' '.join(redact_argv(config.launch.argv))}")
-    # On a cluster worker the server must not outlive a worker that is killed.
-    orphan_proof = placed() is not None
-    with launched(config, log, exp.model, Placeholders(exp.model, model_path), orphan_proof) as server:
+    # The server must not outlive the experiment, or a cluster worker, that is killed. The
+    # kernel's signal follows the thread that started the server: only the main thread, or a
+    # cluster worker's, lives as long as the server must.
+    orphan_proof = placed() is not None or threading.current_thread() is threading.main_thread()
+    values = Placeholders(exp.model, model_path)
+    with launched(config, log, exp.model, values, orphan_proof, exp.output / LEDGER) as server:
         say(
             f"[{config.label}] healthy after {server.startup_s:.1f} s on port {server.port}, serves "
             f"{list(server.served)}, version {server.version or 'not exposed'}; log {log}"

@@ -18,7 +18,7 @@ from servediff.compare.load import LoadSweep
 from servediff.compare.mechanism import Drift, Precision
 from servediff.compare.quality import Accuracy, PairQuality
 from servediff.compare.sampled import Sampled
-from servediff.compare.speed import Interval
+from servediff.compare.speed import Interval, Load
 
 SCHEMA_VERSION = 1
 TopK = tuple[tuple[str, float], ...]
@@ -288,6 +288,7 @@ class SpeedView:
     engine_tokens_per_s: float | None  # the engine's own decode rate, where it reported one
     reference: str | None  # the configuration the speedup is against (None: this is it)
     speedup: Interval | None
+    load: Load | None = None  # the machine's load under both (None: this is the reference)
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +314,7 @@ class Verdict:
     control: tuple[tuple[str, int, int], ...]  # (suite, identical, compared): against its repeat
     quality: tuple[QualityDelta, ...]
     verification: str | None  # None: nothing was checked
+    load: Load | None = None  # the machine's load under it and the reference (None: reference)
 
 
 # -----------------------------------------------------------------------------------------------

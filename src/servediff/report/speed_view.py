@@ -60,6 +60,7 @@ def views(study: Study, warmup: int) -> tuple[SpeedView, ...]:
                 engine_tokens_per_s=sp.engine_decode_rate(c.runs, warmup),
                 reference=ref.label if compared and ref is not None else None,
                 speedup=sp.speedup(_items(ref, warmup), items) if compared and ref is not None else None,
+                load=sp.load_check(ref.runs, c.runs) if compared and ref is not None else None,
             )
         )
     return tuple(out)
@@ -94,6 +95,9 @@ def verdicts(
                 control=tuple((p.suite, p.identical, p.total) for p in study.controls if p.a == label),
                 quality=_quality(quality, against, label),
                 verification=_verification(claims, label),
+                load=sp.load_check([r for c in theirs for r in c.runs], [r for c in mine for r in c.runs])
+                if theirs
+                else None,
             )
         )
     out.sort(key=lambda v: v.label != reference)

@@ -16,7 +16,7 @@ from servediff.compare.quality import PairQuality
 from servediff.compare.sample_size import Sizing, VarianceParts
 from servediff.compare.sampled import Sampled, SampledPair
 from servediff.compare.sampled_divergence import FirstDivergences
-from servediff.compare.speed import Interval
+from servediff.compare.speed import Interval, Load
 from servediff.report import fmt
 from servediff.report.gate_model import GateReport
 from servediff.report.model import (
@@ -217,9 +217,26 @@ def speed_phrase(v: Verdict) -> str:
     if v.speedup is None:
         return f"speed not comparable with {v.reference} (no timing over common items)"
     s = v.speedup
+    if v.load is not None and v.load.unsteady:
+        return f"{fmt.speedup(s.value)} output tokens/s {where}, {load_note(v.load, v.reference, v.label)}"
     return (
         f"{fmt.speedup(s.value)} ({direction(s)}) output tokens/s {where} "
         f"[{fmt.speedup(s.low)}, {fmt.speedup(s.high)}]"
+    )
+
+
+def load_note(load: Load, a: str, b: str) -> str:
+    """Why a measured speedup gets no interval: the machine, not the configuration, may explain it."""
+    why = (
+        "the machine was oversubscribed" if load.verdict == "oversubscribed" else "the machine's load changed"
+    )
+
+    def per_core(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.2f}"
+
+    return (
+        f"NOT COMPARABLE: {why} (1-min load per usable core {per_core(load.a)} under {a}, "
+        f"{per_core(load.b)} under {b}); measure again on a quiet machine"
     )
 
 
