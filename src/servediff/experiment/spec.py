@@ -25,6 +25,7 @@ from servediff.experiment.cluster_spec import Executor, Resources, base_urls, ex
 from servediff.experiment.cluster_spec import replicas as replicas_of
 from servediff.experiment.factors import Design, FactorError, applied, parse_design
 from servediff.experiment.source import ExperimentError, Source, check_keys, integer, seconds, typed
+from servediff.models import MODELS, ModelError, resolve
 from servediff.textfile import read_utf8
 from servediff.types import SamplingParams
 
@@ -218,7 +219,7 @@ def parse_experiment(
     if not isinstance(model, str) or not model:
         raise src.error("'model' is required: the model id every configuration must serve", src.line("model"))
     base = path.resolve().parent
-    model_path = _path(src, raw, "model_path", src.line("model_path"), base)
+    model_path = _model_path(src, raw, src.line("model_path"), base)
     sampling = _sampling(src, raw.get("sampling", {}))
     suites = _suites(src, raw.get("suites", ["prompts"]), base)
     configs = _configurations(src, raw, model, model_path, sampling)
@@ -302,6 +303,18 @@ def _path(src: Source, table: dict[str, Any], key: str, line: int | None, base: 
     if not value:
         raise src.error(f"{key} must name a file, got an empty string", line)
     return Path(value) if Path(value).is_absolute() else base / value
+
+
+def _model_path(src: Source, table: dict[str, Any], line: int | None, base: Path) -> Path | None:
+    """A GGUF named in the experiment, or a registry name (``servediff models``) as its
+    verified cached file; a file of that name beside the experiment wins."""
+    value = table.get("model_path")
+    if isinstance(value, str) and value in MODELS and not (base / value).exists():
+        try:
+            return resolve(value)
+        except (ModelError, FileNotFoundError) as exc:
+            raise src.error(str(exc), line) from None
+    return _path(src, table, "model_path", line, base)
 
 
 def _sampling(src: Source, table: Any) -> SamplingParams:
@@ -507,7 +520,7 @@ def _configuration(src: Source, table: Any, n: int, shared: dict[str, Any]) -> C
         base_url=urls[0] if urls else None,
         knobs=knobs,
         hf=hf,
-        model_path=_path(src, table, "model_path", line("model_path"), src.path.resolve().parent),
+        model_path=_model_path(src, table, line("model_path"), src.path.resolve().parent),
         base_urls=urls if len(urls) > 1 else (),
         replicas=n_replicas,
         replica_check=integer(src, table.get("replica_check", 4), "replica_check", line("replica_check"), 1),
