@@ -125,13 +125,3 @@ def _check_parents(path: Path) -> None:
             if not parent.is_dir():
                 raise argparse.ArgumentTypeError(f"{parent} is a file, so {path} cannot be written")
             return
-
-
-def model_path(text: str) -> Path:
-    """A model file, or a registry name (``servediff models``) as its verified cached file."""
-    from servediff.models.cache import ModelError, resolve
-
-    try:
-        return resolve(text)
-    except (ModelError, FileNotFoundError) as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -457,6 +457,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "model_path", None) is not None:
+            from servediff.models import resolve
+
+            # A registry name becomes its verified cached file here, once, for every command;
+            # a name not fetched yet is an error that says how to fetch it.
+            args.model_path = resolve(args.model_path)
         return COMMANDS[args.command](args)
     # CompareError and RecordError are ValueErrors; importing compare here just to name them
     # would load scipy (≈0.8 s of CPU) into every command, `run` included.

@@ -19,7 +19,6 @@ from servediff.argtypes import (
     count,
     fraction,
     int_range,
-    model_path,
     nonnegative_float,
     nucleus,
     output_file,
@@ -150,7 +149,7 @@ def _add_llama_knobs(p: argparse.ArgumentParser) -> None:
     g.add_argument("--config-file", type=Path, help="TOML with [configs.NAME] knob tables")
     g.add_argument(
         "--model-path",
-        type=model_path,
+        type=Path,
         help="GGUF file or registry name (servediff models; default: SmolLM2-135M-Instruct)",
     )
     knob_types: tuple[tuple[str, Callable[[str], Any], str], ...] = (
@@ -265,7 +264,7 @@ def _add_probe(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--out", type=output_file, required=True, help="probe record (JSONL) to write")
     # a gap needs two tokens; OpenAI-compatible servers cap logprobs at 20
     p.add_argument("--k", type=int_range(2, 20), default=5, help="top-k to obtain, 2 to 20 (default 5)")
-    p.add_argument("--model-path", type=model_path, help="GGUF of the embedded runs (default: SmolLM2)")
+    p.add_argument("--model-path", type=Path, help="GGUF or registry name of the embedded runs")
     p.add_argument("--base-url-a", help="server of configuration A (OpenAI-compatible)")
     p.add_argument("--base-url-b", help="server of configuration B")
     p.add_argument(
@@ -365,7 +364,7 @@ def _add_demo(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--max-tokens", type=positive_int, default=300)
     p.add_argument("--limit", type=positive_int, help="only the first N prompts (quick look)")
     p.add_argument("--mmlu-limit", type=count, default=100, help="stratified MMLU items (0: skip MMLU)")
-    p.add_argument("--model-path", type=model_path, help="GGUF file (default: SmolLM2-135M-Instruct)")
+    p.add_argument("--model-path", type=Path, help="GGUF file or registry name (default: SmolLM2)")
     p.add_argument("--no-progress", action="store_true")
     g = p.add_argument_group(
         "transformers study (--engine hf): bf16 batch 1 twice, batched, prompt lookup, fp16, fp32"
@@ -469,7 +468,7 @@ def _add_gate(sub: argparse._SubParsersAction[Parser]) -> None:
         p.add_argument(f"--base-url-{side}", help=f"OpenAI-compatible server of {side.upper()}")
         p.add_argument(f"--label-{side}", help="name in records and reports")
     p.add_argument("--config-file", type=Path, help="TOML with [configs.NAME] knob tables")
-    p.add_argument("--model-path", type=model_path, help="GGUF for embedded sides (default: SmolLM2)")
+    p.add_argument("--model-path", type=Path, help="GGUF or registry name for embedded sides")
     p.add_argument("--suite", default="gsm8k", help="a scored suite: gsm8k or mmlu")
     p.add_argument("--data", type=Path, help="the suite's data file instead of its default source")
     p.add_argument("--margin", type=fraction, default=0.02, help="non-inferiority margin (default 0.02)")
