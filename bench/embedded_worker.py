@@ -12,22 +12,24 @@ import argparse
 import dataclasses
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 from servediff.engines.knobs import CONFIGS, LlamaKnobs, default_model_path
 from servediff.engines.llamacpp import LlamaCppEngine
+from servediff.models import resolve
 from servediff.suites import load_suite
 from servediff.types import Completion, Sample, SamplingParams
 
 
-def direct_llama(k: LlamaKnobs) -> Any:
+def direct_llama(k: LlamaKnobs, model: Path | None = None) -> Any:
     """llama_cpp.Llama built from the knobs exactly as a user would write it by hand."""
     import llama_cpp
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
     kv = None if k.kv_cache_type == "f16" else llama_cpp.GGML_TYPE_Q8_0
     return llama_cpp.Llama(
-        model_path=str(default_model_path()),
+        model_path=str(model or default_model_path()),
         n_ctx=k.n_ctx,
         n_batch=k.n_batch,
         n_ubatch=k.n_ubatch,
@@ -42,8 +44,10 @@ def direct_llama(k: LlamaKnobs) -> Any:
     )
 
 
-def run_direct(k: LlamaKnobs, samples: list[Sample], max_tokens: int) -> tuple[int, float, float, list[str]]:
-    llm = direct_llama(k)
+def run_direct(
+    k: LlamaKnobs, samples: list[Sample], max_tokens: int, model: Path | None = None
+) -> tuple[int, float, float, list[str]]:
+    llm = direct_llama(k, model)
     tokens, texts = 0, []
     t0, c0 = time.perf_counter(), time.process_time()
     for s in samples:
@@ -65,9 +69,9 @@ def run_direct(k: LlamaKnobs, samples: list[Sample], max_tokens: int) -> tuple[i
 
 
 def run_servediff(
-    k: LlamaKnobs, samples: list[Sample], max_tokens: int
+    k: LlamaKnobs, samples: list[Sample], max_tokens: int, model: Path | None = None
 ) -> tuple[int, float, float, list[str]]:
-    engine = LlamaCppEngine(k, label="bench")
+    engine = LlamaCppEngine(k, model_path=model, label="bench")
     done: list[Completion] = []
     t0, c0 = time.perf_counter(), time.process_time()
     engine.generate(samples, SamplingParams(max_tokens=max_tokens), done.append)
@@ -85,13 +89,15 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=0, help="override the configuration's threads")
+    ap.add_argument("--model", help="GGUF path or registry name (default: SmolLM2)")
     args = ap.parse_args()
+    model = resolve(args.model) if args.model else None
     samples = list(load_suite("prompts").samples[: args.prompts])
     run = run_servediff if args.side == "servediff" else run_direct
     knobs = CONFIGS[args.config]
     if args.threads:
         knobs = dataclasses.replace(knobs, threads=args.threads)
-    tokens, seconds, cpu, texts = run(knobs, samples, args.max_tokens)
+    tokens, seconds, cpu, texts = run(knobs, samples, args.max_tokens, model)
     print(json.dumps({"tokens": tokens, "seconds": seconds, "cpu_seconds": cpu, "texts": texts}))
 
 

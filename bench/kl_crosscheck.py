@@ -14,6 +14,8 @@ Why the two cannot be bit-identical, and what tolerance that implies:
   alone: whatever llama-perplexity reports there is its own quantisation floor.
 
     python bench/kl_crosscheck.py --perplexity PATH/llama-perplexity [--ctx 256] [--chunks 8]
+    python bench/kl_crosscheck.py --perplexity PATH/llama-perplexity --model qwen2.5-coder-0.5b \
+        --types Q3_K_M Q2_K
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 from servediff.compare.kl import KlSummary, SequenceDivergence, divergence_exact, kl_exact, summarise
 from servediff.engines.knobs import LlamaKnobs, default_model_path
 from servediff.engines.llamacpp import LlamaCppEngine
+from servediff.models import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = ROOT / "tests" / "data" / "gsm8k" / "test.jsonl"  # GSM8K solutions (MIT), committed
@@ -249,15 +252,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--perplexity", type=Path, required=True, help="the llama-perplexity binary")
     ap.add_argument("--ctx", type=int, default=256, help="chunk length in tokens (default 256)")
     ap.add_argument("--chunks", type=int, default=8, help="chunks scored (default 8)")
+    ap.add_argument("--model", help="base GGUF path or registry name (default: SmolLM2, Q4_1)")
+    ap.add_argument("--base-type", default="Q4_1", help="the base file's type, for the table")
+    ap.add_argument("--types", nargs="+", default=["Q8_0", "Q4_K_M"], help="requantised types compared")
     args = ap.parse_args(argv)
     import llama_cpp
 
-    base = default_model_path()
+    base = resolve(args.model) if args.model else default_model_path()
+    name = args.base_type
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        q8 = requantise(base, work / "q8_0.gguf", llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0)
-        q4k = requantise(base, work / "q4_k.gguf", llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M)
-        pairs = [("Q4_1 vs Q4_1", base, base), ("Q4_1 vs Q8_0", base, q8), ("Q4_1 vs Q4_K_M", base, q4k)]
+        pairs = [(f"{name} vs {name}", base, base)]
+        for kind in args.types:
+            ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{kind.upper()}")
+            pairs.append((f"{name} vs {kind}", base, requantise(base, work / f"{kind}.gguf", ftype)))
         rows = compare(args.perplexity, pairs, args.ctx, args.chunks, work)
     keys = ("kl_mean", "kl_p99", "kl_median", "kl_max", "same_top_pct", "ln_ppl_ratio")
     print("| pair | tool | " + " | ".join(keys) + " |")

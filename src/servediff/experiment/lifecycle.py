@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -63,7 +64,23 @@ class Placeholders:
             ("{llama_server}", _llama_server() if "{llama_server}" in arg else ""),
         ):
             arg = arg.replace(key, value)
-        return arg
+        return _REGISTRY_PATH.sub(_registry_path, arg)
+
+
+# "{model_path:qwen2.5-coder-0.5b}": another registry model's verified file (a draft model, say).
+_REGISTRY_PATH = re.compile(r"\{model_path:([^{}]+)\}")
+
+
+def _registry_path(match: re.Match[str]) -> str:
+    from servediff.models import MODELS, ModelError, resolve
+
+    name = match.group(1)
+    if name not in MODELS:
+        raise LaunchError(f"{match.group(0)}: unknown model {name!r}; known: {', '.join(MODELS)}")
+    try:
+        return str(resolve(name))
+    except (ModelError, FileNotFoundError) as exc:
+        raise LaunchError(str(exc)) from exc
 
 
 def _llama_server() -> str:

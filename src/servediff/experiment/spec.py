@@ -23,7 +23,7 @@ from servediff.experiment import tables
 from servediff.experiment.cluster_spec import Executor
 from servediff.experiment.configuration import ConfigSpec as ConfigSpec
 from servediff.experiment.configuration import LaunchSpec as LaunchSpec
-from servediff.experiment.configuration import configuration, named_file
+from servediff.experiment.configuration import configuration, model_file, named_file
 from servediff.experiment.factors import Design, FactorError, applied, parse_design
 from servediff.experiment.source import ExperimentError, Source
 from servediff.experiment.tables import Pairs
@@ -134,7 +134,7 @@ def parse_experiment(
     if not file.model:
         raise src.error("'model' is required: the model id every configuration must serve", src.line("model"))
     base = path.resolve().parent
-    model_path = named_file(src, file.model_path, "model_path", src.line("model_path"), base)
+    model_path = model_file(src, file.model_path, src.line("model_path"), base)
     sampling = _sampling(src, file.sampling)
     suites = _suites(src, file.suites, base)
     shared = shared_of(file.model, model_path, sampling)
