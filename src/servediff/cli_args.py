@@ -28,6 +28,7 @@ from servediff.argtypes import (
     positive_int,
     proportion,
 )
+from servediff.shadow.arguments import add_shadow
 
 EXAMPLES = """\
 examples:
@@ -524,6 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_export,
         _add_configs,
         _add_gate,
+        add_shadow,
     ):
         add(sub)
     return parser

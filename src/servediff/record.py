@@ -342,6 +342,10 @@ def read_run(path: Path) -> Run:
     finally:
         if was_enabled:
             gc.enable()
+    if "shadow" in run.header.extra and not run.header.suite.item_ids:
+        # Shadow traffic has no suite known in advance: its items are the ones it recorded.
+        suite = run.header.suite.model_copy(update={"item_ids": list(run.items)})
+        run.header = run.header.model_copy(update={"suite": suite})
     return run
 
 

@@ -40,6 +40,9 @@ class PairResult:
     divergences: tuple[Divergence, ...]
     a_run: Run
     b_run: Run
+    # Items left out because nothing says the two sides should agree: shadow traffic sampled
+    # without a seed. Counted, never compared.
+    noncomparable: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +72,14 @@ class Study:
 
 def compare_runs(a: Run, b: Run, kind: str) -> PairResult:
     divergences: list[Divergence] = []
-    identical = total = errors = 0
+    identical = total = errors = noncomparable = 0
     for item_id in a.header.suite.item_ids:
         ia, ib = a.items.get(item_id), b.items.get(item_id)
         if ia is None or ib is None or ia.error or ib.error:
             errors += 1
+            continue
+        if ia.metadata.get("comparable") is False:
+            noncomparable += 1
             continue
         total += 1
         d = find_divergence(item_id, ia, ib)
@@ -92,6 +98,7 @@ def compare_runs(a: Run, b: Run, kind: str) -> PairResult:
         divergences=tuple(divergences),
         a_run=a,
         b_run=b,
+        noncomparable=noncomparable,
     )
 
 
