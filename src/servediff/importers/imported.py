@@ -169,7 +169,7 @@ def write(run: Imported, path: Path) -> None:
     with path.open("w", encoding="utf-8") as f:
         f.write(run.header.model_dump_json() + "\n")
         for item in run.items:
-            f.write(item.model_dump_json(exclude_none=True) + "\n")
+            f.write(item.to_json() + "\n")
 
 
 def outputs(runs: Iterable[Imported], out: Path, single: bool) -> list[Path]:
