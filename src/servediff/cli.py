@@ -424,7 +424,7 @@ def cmd_shadow(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
-    from servediff.shadow.mirror import CandidateConfig
+    from servediff.shadow.mirror import CandidateConfig, MirrorConfig
     from servediff.shadow.session import ShadowConfig, serve
 
     key = None
@@ -435,11 +435,9 @@ def cmd_shadow(args: argparse.Namespace) -> int:
     candidate = CandidateConfig(
         args.candidate, key, args.timeout, tuple(args.redact_field), args.candidate_top_logprobs
     )
+    mirror = MirrorConfig(candidate, args.queue, args.workers, args.sample, args.seed)
     host, port = args.listen
-    config = ShadowConfig(
-        args.primary, candidate, host, port, args.out, args.queue, args.workers, args.sample, args.seed,
-        args.rotate_mb,
-    )
+    config = ShadowConfig(args.primary, mirror, host, port, args.out, args.rotate_mb)
     counts = asyncio.run(serve(config))
     print(json.dumps(counts.as_dict(), indent=2))
     return 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from servediff.argtypes import count, host_port, nucleus, output_folder, positive_float, positive_int
+from servediff.argtypes import count, host_port, output_folder, positive_float, positive_int, proportion
 
 
 def add_shadow(sub: Any) -> None:
@@ -33,7 +33,12 @@ def add_shadow(sub: Any) -> None:
         default=0,
         help="ask the candidate (never the primary) for this many top logprobs per token",
     )
-    p.add_argument("--sample", type=nucleus, default=1.0, help="share of requests mirrored (default 1)")
+    p.add_argument(
+        "--sample",
+        type=proportion,
+        default=1.0,
+        help="share of requests mirrored, drawn per request (default 1; 0 relays only)",
+    )
     p.add_argument("--seed", type=count, default=0, help="seed of the --sample draw")
     p.add_argument(
         "--redact-field",

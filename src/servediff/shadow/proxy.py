@@ -65,15 +65,13 @@ class Proxy:
             timeout=aiohttp.ClientTimeout(total=self.config.timeout_s),
             connector=aiohttp.TCPConnector(limit=0),
         )
-        await self.mirror.start()
 
     async def _stop(self, _: web.Application) -> None:
-        await self.mirror.stop(drain_s=30.0)
         if self.session is not None:
             await self.session.close()
 
     async def _counts(self, _: web.Request) -> web.Response:
-        return web.json_response(self.mirror.counts.as_dict())
+        return web.json_response(self.mirror.counts.snapshot().as_dict())
 
     async def _relay(self, request: web.Request) -> web.StreamResponse:
         assert self.session is not None

@@ -37,7 +37,6 @@ class Recorder:
     seen: dict[str, int] = field(default_factory=dict)
 
     def open(self) -> None:
-        self.out.mkdir(parents=True, exist_ok=True)
         self.segment += 1
         name = f"shadow-{self.segment:04d}"
         suite = SuiteInfo(

@@ -18,22 +18,20 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from servediff.shadow.mirror import CandidateConfig, Counts, Mirror
+from servediff.shadow.mirror import Counts, Mirror, MirrorConfig
 from servediff.shadow.proxy import Proxy, ProxyConfig
 from servediff.shadow.recorder import Recorder, Side
+
+DRAIN_S = 60.0  # at the end, how long the queued copies may take to replay
 
 
 @dataclass(frozen=True, slots=True)
 class ShadowConfig:
     primary: str
-    candidate: CandidateConfig
+    mirror: MirrorConfig
     host: str
     port: int
     out: Path
-    queue_size: int = 1024
-    workers: int = 4
-    sample: float = 1.0
-    seed: int = 0
     rotate_mb: float | None = None
 
 
@@ -65,15 +63,16 @@ async def identity(base_url: str, side: Side, api_key: str | None) -> dict[str, 
 async def serve(config: ShadowConfig, ready: asyncio.Event | None = None) -> Counts:
     """Run until SIGINT or SIGTERM; returns the counts (also written to ``out/shadow.json``)."""
     # The client's key is never read here: the primary's identity is asked without one.
+    candidate = config.mirror.candidate
     engines: dict[Side, dict[str, Any]] = {
         "primary": await identity(config.primary, "primary", None),
-        "candidate": await identity(config.candidate.base_url, "candidate", config.candidate.api_key),
+        "candidate": await identity(candidate.base_url, "candidate", candidate.api_key),
     }
-    engines["candidate"]["top_logprobs"] = config.candidate.top_logprobs
+    engines["candidate"]["top_logprobs"] = candidate.top_logprobs
     rotate = int(config.rotate_mb * (1 << 20)) if config.rotate_mb else None
-    recorder = Recorder(config.out, engines, uuid.uuid4().hex, rotate)
-    recorder.open()
-    mirror = Mirror(recorder, config.candidate, config.queue_size, config.workers, config.sample, config.seed)
+    config.out.mkdir(parents=True, exist_ok=True)
+    mirror = Mirror(Recorder(config.out, engines, uuid.uuid4().hex, rotate), config.mirror)
+    mirror.start()
     runner = web.AppRunner(Proxy(ProxyConfig(config.primary), mirror).app(), access_log=None)
     await runner.setup()
     stop = asyncio.Event()
@@ -87,8 +86,9 @@ async def serve(config: ShadowConfig, ready: asyncio.Event | None = None) -> Cou
             ready.set()
         await stop.wait()
     finally:
-        await runner.cleanup()  # drains the mirror's queue, then closes both sessions
-        recorder.close()
-        summary = {"segments": recorder.segment, **mirror.counts.as_dict()}
-        (config.out / "shadow.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    return mirror.counts
+        await runner.cleanup()  # no new requests: what is queued now is all there is
+        counts = await loop.run_in_executor(None, mirror.stop, DRAIN_S)
+        (config.out / "shadow.json").write_text(
+            json.dumps(counts.as_dict(), indent=2) + "\n", encoding="utf-8"
+        )
+    return counts
