@@ -74,8 +74,22 @@ class Items:
     in_flight: float | None  # mean requests in flight; None: unknown (concurrent, no timestamps)
 
 
+# run_items of the runs alive now: the report asks for each run's items several times (views,
+# verdicts, speedups, the engine's rate), and at a million items each pass costs seconds. The run
+# itself is kept with its entry, so an id is never reused while its entry exists.
+_ITEMS: dict[tuple[int, int, str], tuple[Run, Items]] = {}
+
+
 def run_items(run: Run, warmup: int, prefix: str = "") -> Items:
-    """The run's error-free items minus the first ``warmup`` sent."""
+    """The run's error-free items minus the first ``warmup`` sent (computed once per run)."""
+    key = (id(run), warmup, prefix)
+    cached = _ITEMS.get(key)
+    if cached is None or cached[0] is not run:
+        cached = _ITEMS[key] = (run, _run_items(run, warmup, prefix))
+    return cached[1]
+
+
+def _run_items(run: Run, warmup: int, prefix: str) -> Items:
     order = {item_id: n for n, item_id in enumerate(run.header.suite.item_ids)}
     found = [it for it in run.items.values() if it.error is None]
     errors = len(run.items) - len(found)
