@@ -133,7 +133,9 @@ class _ItemModel(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class Item(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True, gc=False):
+class Item(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True, gc=False
+):
     """One finished item, as read back. A msgspec struct, not a pydantic model: a shadow record
     holds millions of lines, and validating each with pydantic was about 2/3 of compare's time
     (bench/analysis.py). Same fields and checks as ``_ItemModel``, which names a bad field.
