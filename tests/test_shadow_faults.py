@@ -81,3 +81,13 @@ def test_a_slow_candidate_fills_the_queue_and_copies_are_dropped(tmp_path: Path)
     assert max(waits) < 0.5  # the candidate's second per request never reached the clients
     assert counts["requests"] == 6 and counts["dropped"] >= 3
     assert counts["mirrored"] + counts["dropped"] == 6
+
+
+def test_a_folder_holding_a_session_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "shadow"
+    out.mkdir()
+    (out / "primary-0001.jsonl").write_text("kept\n")
+    argv = ["shadow", "--primary", "http://127.0.0.1:9", "--candidate", "http://127.0.0.1:9"]
+    assert main([*argv, "--listen", "127.0.0.1:9", "--out", str(out)]) == 2
+    assert [p.name for p in out.iterdir()] == ["primary-0001.jsonl"]
+    assert (out / "primary-0001.jsonl").read_text() == "kept\n"

@@ -61,7 +61,8 @@ async def identity(base_url: str, side: Side, api_key: str | None) -> dict[str, 
 
 
 async def serve(config: ShadowConfig, ready: asyncio.Event | None = None) -> Counts:
-    """Run until SIGINT or SIGTERM; returns the counts (also written to ``out/shadow.json``)."""
+    """Run until SIGINT or SIGTERM; returns the counts (also written to ``out/shadow.json``).
+    Raises ValueError when ``out`` already holds records (a session is never appended to)."""
     # The client's key is never read here: the primary's identity is asked without one.
     candidate = config.mirror.candidate
     engines: dict[Side, dict[str, Any]] = {
@@ -71,6 +72,10 @@ async def serve(config: ShadowConfig, ready: asyncio.Event | None = None) -> Cou
     engines["candidate"]["top_logprobs"] = candidate.top_logprobs
     rotate = int(config.rotate_mb * (1 << 20)) if config.rotate_mb else None
     config.out.mkdir(parents=True, exist_ok=True)
+    taken = sorted(config.out.glob("primary-*.jsonl")) + sorted(config.out.glob("candidate-*.jsonl"))
+    if taken:
+        # Checked here, before anything listens: the replay process would only fail on its own.
+        raise ValueError(f"{taken[0]}: --out already holds a shadow session's records; choose another --out")
     mirror = Mirror(Recorder(config.out, engines, uuid.uuid4().hex, rotate), config.mirror)
     mirror.start()
     runner = web.AppRunner(Proxy(ProxyConfig(config.primary), mirror).app(), access_log=None)
