@@ -347,6 +347,10 @@ def _parse_header(path: Path, line: bytes) -> Header:
         raise RecordError(f"{path}:1: bad header: schema_version must be an integer, not {version!r}")
     if version > SCHEMA_VERSION:
         raise RecordError(f"{path}: schema {version} is newer than this servediff")
+    if version < 1:  # versions start at 1: 0 or -1 is no record this tool (or any) wrote
+        raise RecordError(
+            f"{path}:1: bad header: schema_version must be from 1 to {SCHEMA_VERSION}, not {version}"
+        )
     try:
         return Header.model_validate(raw)
     except ValidationError as exc:

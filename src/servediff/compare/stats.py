@@ -72,7 +72,10 @@ def wilson(k: int, n: int, confidence: float = 0.95) -> Interval:
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return Interval(max(0.0, centre - half), min(1.0, centre + half))
+    # At k = n the upper bound is 1 exactly, but in floating point centre + half can come out as
+    # 0.9999999999999999 < p (n = 10, 30), and at k = 0 the lower one as 1e-17 > p (n >= 50): an
+    # interval that excludes its own estimate, which error bars built from it reject.
+    return Interval(max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)))
 
 
 def clt_halfwidth(p: float, n: int, confidence: float = 0.95) -> float:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic.fields import FieldInfo
 
 from servediff.experiment.source import ExperimentError, Source
+from servediff.types import MAX_SAMPLES
 
 ExecutorKind = Literal["local", "ray"]
 Records = Literal["stream", "shared"]
@@ -50,7 +51,7 @@ class SamplingTable(Table):
     temperature: Annotated[float, Field(ge=0)] = 0.0
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
     top_k: Seed = 0
-    samples: Count = 1
+    samples: Annotated[int, Field(ge=1, le=MAX_SAMPLES)] = 1  # the bound: see types.MAX_SAMPLES
 
 
 class SuiteTable(Table):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from servediff import __version__
+from servediff.filename import file_stem
 from servediff.record import Header, Item, SamplingInfo, SuiteInfo
 
 PAIR_KEY = "pair_key"  # item metadata: what must match for two imported items to be one item
@@ -176,9 +177,4 @@ def outputs(runs: Iterable[Imported], out: Path, single: bool) -> list[Path]:
     """One file: ``out`` itself. Several: ``out/<label>-<repeat>.jsonl``."""
     if single:
         return [out]
-    safe = "".join
-    return [
-        out
-        / f"{safe(c if c.isalnum() or c in '-_.' else '_' for c in r.header.label)}-{r.header.repeat}.jsonl"
-        for r in runs
-    ]
+    return [out / f"{file_stem(r.header.label)}-{r.header.repeat}.jsonl" for r in runs]

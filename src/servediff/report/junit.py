@@ -13,24 +13,33 @@ from pathlib import Path
 
 from servediff.report import fmt
 from servediff.report.gate_model import GateReport
+from servediff.report.xmltext import xml_text
+
+
+def _element(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
+    """The one way this module adds an element: its text and attributes through ``xml_text``."""
+    el = ET.SubElement(parent, tag, {k: xml_text(v) for k, v in attrs.items()})
+    if text is not None:
+        el.text = xml_text(text)
+    return el
 
 
 def _case(suite: ET.Element, name: str, outcome: str | None, kind: str, message: str) -> None:
-    case = ET.SubElement(suite, "testcase", classname="servediff.gate", name=name)
+    case = _element(suite, "testcase", classname="servediff.gate", name=name)
     if outcome is not None:
-        ET.SubElement(case, outcome, type=kind, message=message).text = message
+        _element(case, outcome, message, type=kind, message=message)
     else:
-        ET.SubElement(case, "system-out").text = message
+        _element(case, "system-out", message)
 
 
 def document(g: GateReport) -> ET.ElementTree:
     d = g.determinism
     root = ET.Element("testsuites")
-    suite = ET.SubElement(root, "testsuite", name=f"servediff gate {g.b} vs {g.a}")
+    suite = _element(root, "testsuite", name=f"servediff gate {g.b} vs {g.a}")
     text = f"control {g.a}: {d.status} ({d.identical}/{d.compared} identical, {d.errors} errored)"
     if d.status == "skipped":
-        case = ET.SubElement(suite, "testcase", classname="servediff.gate", name="determinism")
-        ET.SubElement(case, "skipped", message="--no-determinism-check")
+        case = _element(suite, "testcase", classname="servediff.gate", name="determinism")
+        _element(case, "skipped", message="--no-determinism-check")
     else:
         outcome = {"deterministic": None, "NOT deterministic": "failure"}.get(d.status, "error")
         _case(suite, "determinism", outcome, d.status, text)

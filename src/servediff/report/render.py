@@ -92,19 +92,31 @@ def _html_env() -> Environment:
     env = _environment(autoescape=True)
     env.filters.update(fmt.FILTERS)
     env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
-    env.globals["figures"] = _svg_figures
+    env.globals["figures"] = svg_figures
     return env
 
 
 class _SvgFigures:
-    """Figures for the HTML template; each SVG is produced by matplotlib, which escapes its text."""
+    """Figures for the HTML template; each SVG is produced by matplotlib, which escapes its text.
+
+    A figure that fails becomes a note where it would have been: a plot only shows numbers the
+    tables beside it already give, so it must never cost the reader the report (matplotlib once
+    refused an error bar 1e-16 below zero and `report --html` exited with nothing written)."""
 
     def __getattr__(self, name: str) -> Any:
         fn = getattr(figures, name)
-        return lambda *a, **k: Markup(fn(*a, **k))
+
+        def draw(*args: Any, **kwargs: Any) -> Markup:
+            try:
+                return Markup(fn(*args, **kwargs))
+            except Exception as exc:  # any failure of the plotting library: see the class docstring
+                return Markup('<p class="muted figure-failed">Figure not drawn ({}: {}); the numbers are in '
+                              "the tables.</p>").format(type(exc).__name__, str(exc)[:300])  # fmt: skip
+
+        return draw
 
 
-_svg_figures = _SvgFigures()
+svg_figures = _SvgFigures()
 
 
 def markdown(report: Report) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from servediff.engines.openai_http import json_object, parse_response
+from servediff.engines.openai_http import parse_response
 from servediff.engines.sse import Arrivals, parse_stream
 from servediff.redaction import redact_text
 from servediff.shadow.recorder import Recorder
@@ -256,6 +256,6 @@ def _completion(
     try:
         if stream:
             return parse_stream(item_id, body, arrivals, sent, latency)
-        return parse_response(item_id, json_object(body), latency)
+        return parse_response(item_id, body, latency)
     except (ValueError, UnicodeDecodeError) as exc:
         return Completion(item_id, latency_s=latency, error=redact_text(str(exc))[:300])
