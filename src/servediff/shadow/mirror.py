@@ -134,6 +134,8 @@ class Mirror:
 
     def stop(self, drain_s: float) -> Counts:
         """Let the replay process finish what is queued (up to ``drain_s``), then end it."""
+        if self.process.pid is None:  # never started
+            return self.counts.snapshot()
         with contextlib.suppress(queue.Full, ValueError):
             self.queue.put(None, timeout=drain_s)  # the end marker, after every queued copy
         self.process.join(drain_s)

@@ -77,7 +77,6 @@ async def serve(config: ShadowConfig, ready: asyncio.Event | None = None) -> Cou
         # Checked here, before anything listens: the replay process would only fail on its own.
         raise ValueError(f"{taken[0]}: --out already holds a shadow session's records; choose another --out")
     mirror = Mirror(Recorder(config.out, engines, uuid.uuid4().hex, rotate), config.mirror)
-    mirror.start()
     runner = web.AppRunner(Proxy(ProxyConfig(config.primary), mirror).app(), access_log=None)
     await runner.setup()
     stop = asyncio.Event()
@@ -85,6 +84,7 @@ async def serve(config: ShadowConfig, ready: asyncio.Event | None = None) -> Cou
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
+        mirror.start()  # inside: whatever fails from here on, the finally stops the child
         await web.TCPSite(runner, config.host, config.port).start()
         print(f"shadow: listening on http://{config.host}:{config.port}", file=sys.stderr, flush=True)
         if ready is not None:
