@@ -28,6 +28,7 @@ from servediff.argtypes import (
     positive_int,
     proportion,
 )
+from servediff.audit.arguments import add_audit
 from servediff.option_rules import RUN_RULES, Rule, first_broken
 from servediff.shadow.arguments import add_shadow
 from servediff.types import MAX_SAMPLES
@@ -369,6 +370,12 @@ def _add_import(sub: argparse._SubParsersAction[Parser]) -> None:
             help="write the records even if the logs' sampling or prompt setup differ (compare "
             "will still ask for --force)",
         )
+        k.add_argument(
+            "--allow-incomplete",
+            action="store_true",
+            help="import a log whose items cannot all be accounted for (a failed or cancelled run, "
+            "a samples file without its results file) instead of refusing it",
+        )
         k.add_argument(f"--{choose}", dest="choose", help=f"which {choose} to import (default: the first)")
         if name == "lm-eval":
             k.add_argument(
@@ -558,6 +565,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_configs,
         _add_gate,
         add_shadow,
+        add_audit,
     ):
         add(sub)
     return parser

@@ -67,8 +67,10 @@ class SuiteInfo(_Model):
 
 
 class SamplingInfo(_Model):
-    temperature: float
-    seed: int
+    # None: not recorded (an imported log that sent none, so the server's default applied).
+    # Unknown is not greedy: compare refuses such a run unless forced.
+    temperature: float | None
+    seed: int | None
     max_tokens: int
     top_logprobs: int
     enable_thinking: bool | None
@@ -118,7 +120,7 @@ class _ItemModel(_Model):
     sha256: str
     n_tokens: int | None = None
     finish_reason: str | None = None
-    latency_s: float = 0.0
+    latency_s: float | None = 0.0
     error: str | None = None
     ttft_s: float | None = None
     itl_s: float | None = None
@@ -149,7 +151,7 @@ class Item(
     sha256: str
     n_tokens: int | None = None
     finish_reason: str | None = None
-    latency_s: float = 0.0
+    latency_s: float | None = 0.0  # None: not recorded (an imported log that has no timings)
     error: str | None = None
     # Time to first token and mean inter-token latency (seconds), where tokens were seen arrive.
     ttft_s: float | None = None

@@ -468,6 +468,8 @@ def parse_response(item_id: str, body: bytes, latency: float) -> Completion:
     if text is None:
         raise ValueError(f"no answer: {where} is null (finish_reason {choice.finish_reason!r})")
     n_tokens = response.usage.completion_tokens if response.usage else None
+    # The generation's own token ids where the server names every one (llama-server does).
+    ids = [t.token_id for t in lps] if lps and all(t.token_id is not None for t in lps) else None
     return Completion(
         engine_timings=engine_timings(response.timings),
         item_id=item_id,
@@ -476,6 +478,7 @@ def parse_response(item_id: str, body: bytes, latency: float) -> Completion:
         latency_s=latency,
         n_tokens=n_tokens if n_tokens is not None else (len(lps) if lps else None),
         tokens=[t.token for t in lps] if lps else None,
+        token_ids=[i for i in ids if i is not None] if ids is not None else None,
         logprobs=lps,
         token_source="engine" if lps else None,
     )

@@ -142,7 +142,8 @@ def chat_logprobs(block: ChatLogprobs | None) -> list[TokenLogprob] | None:
     if block is None or not block.content:
         return None
     return [
-        TokenLogprob(e.token, e.logprob, tuple((t.token, t.logprob) for t in e.top_logprobs or ()))
+        # llama-server also names each generated token's id (``id``); OpenAI and vLLM do not.
+        TokenLogprob(e.token, e.logprob, tuple((t.token, t.logprob) for t in e.top_logprobs or ()), e.id)
         for e in block.content
     ]
 

@@ -30,6 +30,7 @@ class ChatTokenLogprob(_Wire):
     token: str
     logprob: float
     top_logprobs: list[TopLogprob] | None = None
+    id: int | None = None  # the generated token's id: llama-server sends it, OpenAI and vLLM do not
 
 
 class ChatLogprobs(_Wire):

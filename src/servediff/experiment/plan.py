@@ -50,13 +50,21 @@ def plan_slots(exp: Experiment) -> list[Slot]:
                 )
         sweep = exp.sweep
         if sweep is not None and config.label in sweep.configurations:
-            suite = next(s for s in exp.suites if s.name == sweep.suite)
-            stem = f"{file_stem(suite.name)}.{suite_digest(suite)}"
-            for c in sweep.concurrency:
-                for r in range(1, sweep.repeats + 1):
-                    folder = exp.output / "sweep" / f"{file_stem(config.label)}.{config.digest}"
-                    path = folder / f"{stem}.c{c}.r{r}.jsonl"
-                    slots.append(Slot(config, suite, r, c, f"{config.label}@c{c}", path, sweep=True))
+            slots += _sweep_slots(exp, config)
+    return slots
+
+
+def _sweep_slots(exp: Experiment, config: ConfigSpec) -> list[Slot]:
+    assert exp.sweep is not None
+    slots = []
+    folder = exp.output / "sweep" / f"{file_stem(config.label)}.{config.digest}"
+    for name in exp.sweep.suites:
+        suite = next(s for s in exp.suites if s.name == name)
+        stem = f"{file_stem(suite.name)}.{suite_digest(suite)}"
+        for c in exp.sweep.concurrency:
+            for r in range(1, exp.sweep.repeats + 1):
+                path = folder / f"{stem}.c{c}.r{r}.jsonl"
+                slots.append(Slot(config, suite, r, c, f"{config.label}@c{c}", path, sweep=True))
     return slots
 
 

@@ -93,7 +93,7 @@ class SweepTable(Table):
     concurrency: Annotated[list[Count], Field(min_length=1)] = [1, 8]
     repeats: int = 3
     configuration: OneOrMany | None = None
-    suite: str | None = None
+    suite: OneOrMany | None = None
 
 
 class FactorTable(Table):

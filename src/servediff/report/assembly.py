@@ -20,6 +20,7 @@ from typing import Any
 from servediff.compare import quality as q
 from servediff.compare.divergence import Divergence
 from servediff.compare.kl_runs import is_scoring
+from servediff.compare.load import load_sweeps
 from servediff.compare.mechanism import (
     CLASSES,
     RECORDED,
@@ -104,13 +105,20 @@ def build(study: Study, options: ReportOptions) -> Report:
         sampled=sampled(study, options.margin),
         placements=cluster_view.placements(study),
         replica_checks=cluster_view.replica_checks(study),
+        load=load_sweeps(study, options.warmup, options.margin, options.near_tie),
     )
 
 
 # --- method -----------------------------------------------------------------------------------
 def prompt_form(run: Run) -> str:
     first = next(iter(run.items.values()), None)
-    return "chat messages" if first is not None and isinstance(first.input, list) else "raw prompt"
+    if first is not None and isinstance(first.input, list):
+        return "chat messages"
+    # A text prompt a client already put through the chat template (lm-eval hf --apply_chat_template).
+    options = run.header.engine.get("options")
+    if isinstance(options, dict) and options.get("chat_template") is True:
+        return "prompt with the chat template applied"
+    return "raw prompt"
 
 
 ASKED = {
@@ -151,7 +159,8 @@ def _engine(label: str, configs: Sequence[Configuration]) -> Engine:
         label=label,
         kind=kind,
         model=str(e.get("model")),
-        where=str(e.get("base_url") or "in-process"),
+        # An import that records no URL ran somewhere unknown, not in this process.
+        where=str(e.get("base_url") or ("not recorded" if imported else "in-process")),
         version=str(e.get("server_version") or "not exposed"),
         settings=json.dumps(what, sort_keys=True),
         asked=how,

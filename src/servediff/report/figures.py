@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from servediff.compare.hazard import kaplan_meier
+from servediff.compare.load import LoadSweep
 from servediff.compare.quality import Accuracy
 from servediff.compare.sampled import SampledPair
 from servediff.report.model import Comparison, KlRow, Matrix, SpeedView, Subjects, Verdict
@@ -234,6 +235,37 @@ def throughput_svg(levels: Sequence[SpeedView]) -> str:
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     return to_svg(fig, "throughput")
+
+
+def load_svg(sweeps: Sequence[LoadSweep]) -> str:
+    """What each step of concurrency buys and costs: output tokens/s (x) against the divergence
+    hazard per 1,000 tokens vs the base run (y), one line per sweep, each point its concurrency."""
+    fig = Figure(figsize=(WIDTH, 3.6))
+    ax = fig.subplots()
+    for n, s in enumerate(sweeps):
+        rows = [x for x in s.levels if x.tokens_per_s is not None and x.hazard is not None]
+        if not rows:
+            continue
+        xs = [x.tokens_per_s.value for x in rows if x.tokens_per_s]
+        rates = [x.hazard.per_1000() for x in rows if x.hazard]
+        speed = [x.tokens_per_s for x in rows if x.tokens_per_s]
+        xerr = error_bars([t.value for t in speed], [t.low for t in speed], [t.high for t in speed])
+        yerr = error_bars([r for r, _, _ in rates], [lo for _, lo, _ in rates], [hi for _, _, hi in rates])
+        ys = [r for r, _, _ in rates]
+        color = f"C{n % 10}"
+        label = plain(f"{s.label} ({s.suite})")
+        ax.errorbar(xs, ys, xerr=xerr, yerr=yerr, fmt="o-", color=color, capsize=3, label=label)
+        for x, y, level in zip(xs, ys, rows):
+            ax.annotate(
+                f"c={level.concurrency}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7
+            )
+    ax.set_xlabel("output tokens/s (95 % bootstrap interval)")
+    ax.set_ylabel("divergences per 1,000 tokens vs the base")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return to_svg(fig, "load")
 
 
 def first_divergence_svg(pairs: Sequence[SampledPair]) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servediff.compare.hazard import HORIZONS, Hazard
+from servediff.compare.load import LoadSweep
 from servediff.compare.mechanism import Drift, Precision
 from servediff.compare.quality import Accuracy, PairQuality
 from servediff.compare.sampled import Sampled
@@ -41,8 +42,8 @@ class Engine:
 
 @dataclass(frozen=True, slots=True)
 class Sampling:
-    temperature: float
-    seed: int
+    temperature: float | None  # None: not recorded (an import)
+    seed: int | None
     max_tokens: int
     top_logprobs: int
     enable_thinking: bool | None
@@ -61,7 +62,7 @@ class SuiteMethod:
     data_sha256: str
     sampling: Sampling
     concurrency: int
-    prompt_form: str  # "chat messages" or "raw prompt"
+    prompt_form: str  # "chat messages", "raw prompt" or "prompt with the chat template applied"
     runs: tuple[tuple[str, int], ...]  # (label, repeats)
 
 
@@ -454,6 +455,7 @@ class Report:
     sampled: Sampled | None = None  # pass rates over k draws per item (temperature > 0 runs)
     placements: tuple[Placement, ...] = ()  # runs a cluster executor placed
     replica_checks: tuple[ReplicaCheck, ...] = ()  # configurations served by several replicas
+    load: tuple[LoadSweep, ...] = ()  # each load sweep: throughput bought against determinism lost
 
     @property
     def comparisons(self) -> tuple[Comparison, ...]:

@@ -23,7 +23,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from servediff.report import figures, fmt, mdtext, wording
+from servediff.report import figures, fmt, load_view, mdtext, wording
 from servediff.report.gate_model import GateReport
 from servediff.report.model import Report
 
@@ -76,6 +76,7 @@ def _environment(**escaping: Any) -> Environment:
     )
     env.globals["w"] = wording
     env.globals["fmt"] = fmt
+    env.globals["lv"] = load_view
     return env
 
 
