@@ -42,8 +42,9 @@ if [ -n "${STUDY_GSM8K:-}" ] && [ ! -f "$STUDY_GSM8K" ]; then say "no GSM8K file
 say "llama-server: $LLAMA_SERVER ($("$LLAMA_SERVER" --version 2>&1 | grep -m1 -i version))"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader
 
-study=$STUDY_DIR/llama-server-gpu.toml
-"$PYTHON" scripts/gpu/study_file.py examples/llama-server-gpu.toml "$study" || exit 2
+STUDY_FILE=${STUDY_FILE:-examples/llama-server-gpu.toml}  # or examples/qwen-gpu-tuned.toml
+study=$STUDY_DIR/$(basename "$STUDY_FILE")
+"$PYTHON" scripts/gpu/study_file.py "$STUDY_FILE" "$study" || exit 2
 "$PYTHON" -m servediff experiment "$study" --out "$STUDY_DIR/out" --check | tail -2 || { say "the experiment file is refused"; exit 2; }
 
 say "experiment: up to $STUDY_TIME s"

@@ -50,7 +50,7 @@ def configure(raw: dict[str, Any]) -> None:
         suites["gsm8k"]["path"] = str(Path(os.environ["STUDY_GSM8K"]).resolve())
     limits = {"prompts": "STUDY_PROMPTS", "shared-prefix": "STUDY_PREFIX", "gsm8k": "STUDY_GSM8K_N"}
     for name, var in limits.items():
-        if (n := env_int(var)) is not None:
+        if name in suites and (n := env_int(var)) is not None:
             suites[name]["limit"] = n
     if (tokens := env_int("STUDY_TOKENS")) is not None:
         raw["sampling"]["max_tokens"] = tokens
@@ -63,7 +63,7 @@ def configure(raw: dict[str, Any]) -> None:
     if only := os.environ.get("STUDY_ONLY", "").strip():
         keep = only.split(",")
         raw["configurations"] = [c for c in raw["configurations"] if c["label"] in keep]
-    swept = raw["sweep"]["configuration"]
+    swept = raw.get("sweep", {}).get("configuration")  # a study without a sweep has none
     for config in raw["configurations"]:
         argv = config["launch"]
         for flags, var in FLAGS:
