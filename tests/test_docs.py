@@ -13,7 +13,7 @@ from servediff.cli_args import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md"))]
-GUIDE = ("compare-servers", "experiments", "quality", "kl", "sampled", "gate", "cluster", "index")
+GUIDE = ("compare-servers", "experiments", "quality", "kl", "sampled", "gate", "cluster", "shadow", "index")
 # A command ends at the shell's next operator; what follows is another program.
 OPERATORS = {"|", "||", "&&", ";", ">", ">>", "2>", "&"}
 # Folders of this repository: an argument under one of them names a file that must exist.

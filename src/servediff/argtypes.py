@@ -125,3 +125,11 @@ def _check_parents(path: Path) -> None:
             if not parent.is_dir():
                 raise argparse.ArgumentTypeError(f"{parent} is a file, so {path} cannot be written")
             return
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """HOST:PORT to listen on (``127.0.0.1:9000``, ``[::1]:9000``, ``:9000`` for every address)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"must be HOST:PORT with a port from 1 to 65535, got {text!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)

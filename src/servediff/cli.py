@@ -460,6 +460,29 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_shadow(args: argparse.Namespace) -> int:
+    import asyncio
+    import os
+
+    from servediff.shadow.mirror import CandidateConfig, MirrorConfig
+    from servediff.shadow.session import ShadowConfig, serve
+
+    key = None
+    if args.candidate_api_key_env:
+        key = os.environ.get(args.candidate_api_key_env)
+        if not key:
+            raise UsageError(f"--candidate-api-key-env: ${args.candidate_api_key_env} is not set")
+    candidate = CandidateConfig(
+        args.candidate, key, args.timeout, tuple(args.redact_field), args.candidate_top_logprobs
+    )
+    mirror = MirrorConfig(candidate, args.queue, args.workers, args.sample, args.seed)
+    host, port = args.listen
+    config = ShadowConfig(args.primary, mirror, host, port, args.out, args.rotate_mb)
+    counts = asyncio.run(serve(config))
+    print(json.dumps(counts.as_dict(), indent=2))
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": cmd_demo,
     "experiment": cmd_experiment,
@@ -472,6 +495,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": cmd_export,
     "configs": cmd_configs,
     "gate": cmd_gate,
+    "shadow": cmd_shadow,
     "audit": cmd_audit,
     "models": cmd_models,
 }

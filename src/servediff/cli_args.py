@@ -30,6 +30,7 @@ from servediff.argtypes import (
 )
 from servediff.audit.arguments import add_audit
 from servediff.option_rules import RUN_RULES, Rule, first_broken
+from servediff.shadow.arguments import add_shadow
 from servediff.types import MAX_SAMPLES
 
 EXAMPLES = """\
@@ -580,6 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_export,
         _add_configs,
         _add_gate,
+        add_shadow,
         add_audit,
         _add_models,
     ):

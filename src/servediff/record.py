@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from servediff import __version__
@@ -115,7 +116,41 @@ class Header(_Model):
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()
 
 
-class Item(_Model):
+class _ItemModel(_Model):
+    """The item line's schema as pydantic states it: consulted only for a line the fast decoder
+    refuses, to say which field is wrong (and to accept what pydantic's lax mode accepts)."""
+
+    id: str
+    input: Any
+    text: str
+    sha256: str
+    n_tokens: int | None = None
+    finish_reason: str | None = None
+    latency_s: float | None = 0.0
+    error: str | None = None
+    ttft_s: float | None = None
+    itl_s: float | None = None
+    finished_at: float | None = None
+    token_ids: list[int] | None = None
+    tokens: list[str] | None = None
+    token_source: str | None = None
+    logprobs: list[tuple[str, float, list[tuple[str, float]]]] | None = None
+    answer: str | None = None
+    gold: str | None = None
+    correct: bool | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Item(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True, gc=False
+):
+    """One finished item, as read back. A msgspec struct, not a pydantic model: a shadow record
+    holds millions of lines, and validating each with pydantic was about 2/3 of compare's time
+    (bench/analysis.py). Same fields and checks as ``_ItemModel``, which names a bad field.
+
+    ``gc=False``: an item refers only to strings, numbers, lists and dicts, never back to itself,
+    so the cyclic GC need not track millions of them."""
+
     id: str
     input: Any  # the messages list or the raw prompt
     text: str
@@ -138,9 +173,14 @@ class Item(_Model):
     answer: str | None = None
     gold: str | None = None
     correct: bool | None = None
-    # A factory, not ``= {}``: pydantic deep-copies a mutable default for every instance, which
-    # was most of the time spent reading a 100,000-item record (bench/analysis.py).
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """The item as one JSON line's content (fields at their defaults left out)."""
+        return msgspec.json.encode(self).decode()
+
+
+_DECODER = msgspec.json.Decoder(Item)
 
 
 def _stable_engine(engine: dict[str, Any]) -> dict[str, Any]:
@@ -372,6 +412,10 @@ def read_run(path: Path) -> Run:
     finally:
         if was_enabled:
             gc.enable()
+    if "shadow" in run.header.extra and not run.header.suite.item_ids:
+        # Shadow traffic has no suite known in advance: its items are the ones it recorded.
+        suite = run.header.suite.model_copy(update={"item_ids": list(run.items)})
+        run.header = run.header.model_copy(update={"suite": suite})
     return run
 
 
@@ -379,19 +423,30 @@ def _read_items(run: Run, lines: Iterator[bytes]) -> None:
     # Streamed line by line (not readlines()): a 100,000-item file never sits in memory twice.
     # Lines stay bytes: pydantic parses them directly, and a bad line is diagnosed only then.
     shared: dict[int, int] = {}
+    decode = _DECODER.decode
     for n, line in enumerate(lines, 2):
         if not line.isspace():
             try:
-                item = Item.model_validate_json(line)
-            except ValidationError as exc:
-                if _is_cut(line, exc):
-                    run.torn = n  # only the last line can lack a newline: that item is not done
-                    return
-                raise RecordError(_line_problem(run.path, n, line, exc)) from exc
+                item = decode(line)
+            except msgspec.DecodeError:
+                try:
+                    item = _lax(line)
+                except ValidationError as exc:
+                    if _is_cut(line, exc):
+                        run.torn = n  # only the last line can lack a newline: that item is not done
+                        return
+                    raise RecordError(_line_problem(run.path, n, line, exc)) from exc
             _share(item, shared)
             run.items[item.id] = item
         run.end += len(line)
         run.unterminated = not line.endswith(b"\n")
+
+
+def _lax(line: bytes) -> Item:
+    """A line the strict decoder refused: pydantic says what is wrong with it (ValidationError),
+    or, where its lax mode accepts it (a number written as a string), the item it means."""
+    model = _ItemModel.model_validate_json(line)
+    return msgspec.convert(model.model_dump(), Item)
 
 
 def _is_cut(line: bytes, exc: ValidationError) -> bool:

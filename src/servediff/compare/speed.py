@@ -27,7 +27,12 @@ and, from schema 3 on, when it finished (``finished_at``). From these:
   (above ``OVERSUBSCRIBED``), do not get a speedup interval: the difference may be the machine's.
 
 The bootstrap uses a seeded ``numpy.random.Generator`` (percentile method, 2,000 resamples), so
-a report is reproducible to the digit.
+a report is reproducible to the digit. Past ``BOOT_MAX`` items (shadow traffic reaches millions)
+resampling items would need 2,000 × n draws (16 GB at a million): then sums and ratios resample
+``BOOT_MAX`` random groups of items instead (a cluster bootstrap, Davison & Hinkley 1997 §3.8, as
+valid for a ratio of sums and a little wider), and a percentile's interval is the distribution-free
+order-statistic one (Conover 1999 §3.2: ranks n·q ± 1.96·√(n·q·(1−q)), the normal approximation
+of the binomial, close at these n).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ LOAD_CHANGE = 0.5
 OVERSUBSCRIBED = 1.25
 
 LoadVerdict = Literal["steady", "changed", "oversubscribed", "not recorded"]
+BOOT_MAX = 5_000  # items resampled one by one up to here; groups of items beyond
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +87,22 @@ class Items:
     in_flight: float | None  # mean requests in flight; None: unknown (concurrent, no timestamps)
 
 
+# run_items of the runs alive now: the report asks for each run's items several times (views,
+# verdicts, speedups, the engine's rate), and at a million items each pass costs seconds. The run
+# itself is kept with its entry, so an id is never reused while its entry exists.
+_ITEMS: dict[tuple[int, int, str], tuple[Run, Items]] = {}
+
+
 def run_items(run: Run, warmup: int, prefix: str = "") -> Items:
-    """The run's error-free items minus the first ``warmup`` sent."""
+    """The run's error-free items minus the first ``warmup`` sent (computed once per run)."""
+    key = (id(run), warmup, prefix)
+    cached = _ITEMS.get(key)
+    if cached is None or cached[0] is not run:
+        cached = _ITEMS[key] = (run, _run_items(run, warmup, prefix))
+    return cached[1]
+
+
+def _run_items(run: Run, warmup: int, prefix: str) -> Items:
     order = {item_id: n for n, item_id in enumerate(run.header.suite.item_ids)}
     found = [it for it in run.items.values() if it.error is None]
     errors = len(run.items) - len(found)
@@ -156,6 +176,22 @@ def _draws(n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.integers(0, n, size=(RESAMPLES, n))
 
 
+def _grouped(cols: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Per-item columns, or past BOOT_MAX items their sums over BOOT_MAX random groups: every
+    statistic here is a ratio of sums, which the groups' sums give exactly."""
+    if len(cols) <= BOOT_MAX:
+        return cols
+    group = rng.integers(0, BOOT_MAX, size=len(cols))
+    sums = [np.bincount(group, weights=cols[:, j], minlength=BOOT_MAX) for j in range(cols.shape[1])]
+    return np.stack(sums, axis=1)
+
+
+def _resampled_sums(cols: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """(RESAMPLES, columns): each column's sum in each bootstrap resample of the rows."""
+    idx = _draws(len(cols), rng)
+    return np.stack([cols[:, j][idx].sum(axis=1) for j in range(cols.shape[1])], axis=1)
+
+
 def rates(items: Items) -> tuple[Interval, Interval] | None:
     """(output tokens/s, requests/s) with bootstrap intervals; None without items or in-flight."""
     s, flight = items.samples, items.in_flight
@@ -165,30 +201,43 @@ def rates(items: Items) -> tuple[Interval, Interval] | None:
     latency = np.array([x.latency_s for x in s], dtype=float)
     if latency.sum() <= 0:
         return None
-    idx = _draws(len(s), np.random.default_rng(SEED))
-    busy = latency[idx].sum(axis=1)
-    tok = _interval(tokens.sum() / latency.sum() * flight, tokens[idx].sum(axis=1) / busy * flight)
-    req = _interval(len(s) / latency.sum() * flight, len(s) / busy * flight)
+    rng = np.random.default_rng(SEED)
+    sums = _resampled_sums(_grouped(np.column_stack([tokens, latency, np.ones(len(s))]), rng), rng)
+    busy = sums[:, 1]
+    tok = _interval(tokens.sum() / latency.sum() * flight, sums[:, 0] / busy * flight)
+    req = _interval(len(s) / latency.sum() * flight, sums[:, 2] / busy * flight)
     return tok, req
 
 
 def percentiles(values: Sequence[float]) -> tuple[Interval, ...]:
-    """p50, p90, p99 of ``values`` with bootstrap intervals (empty: no values)."""
+    """p50, p90, p99 of ``values`` with bootstrap intervals (empty: no values); past BOOT_MAX
+    values, order-statistic intervals (see the module's docstring)."""
     if not values:
         return ()
     x = np.array(values, dtype=float)
+    point = np.percentile(x, PERCENTILES)
+    if len(x) > BOOT_MAX:
+        return tuple(_order_interval(x, float(v), q / 100) for v, q in zip(point, PERCENTILES))
     idx = _draws(len(x), np.random.default_rng(SEED))
     draws = np.percentile(x[idx], PERCENTILES, axis=1)
-    point = np.percentile(x, PERCENTILES)
     return tuple(_interval(float(point[k]), draws[k]) for k in range(len(PERCENTILES)))
+
+
+def _order_interval(x: np.ndarray, value: float, q: float) -> Interval:
+    n = len(x)
+    half = 1.959964 * float(np.sqrt(n * q * (1 - q)))
+    lo, hi = max(0, int(np.floor(n * q - half)) - 1), min(n - 1, int(np.ceil(n * q + half)) - 1)
+    ends = np.partition(x, (lo, hi))
+    return Interval(value, float(ends[lo]), float(ends[hi]))
 
 
 def mean(values: Sequence[float]) -> Interval | None:
     if not values:
         return None
     x = np.array(values, dtype=float)
-    idx = _draws(len(x), np.random.default_rng(SEED))
-    return _interval(float(x.mean()), x[idx].mean(axis=1))
+    rng = np.random.default_rng(SEED)
+    sums = _resampled_sums(_grouped(np.column_stack([x, np.ones(len(x))]), rng), rng)
+    return _interval(float(x.mean()), sums[:, 0] / sums[:, 1])
 
 
 def speedup(a: Items, b: Items) -> Interval | None:
@@ -207,14 +256,12 @@ def speedup(a: Items, b: Items) -> Interval | None:
     scale = b.in_flight / a.in_flight
 
     def ratio(x: np.ndarray) -> np.ndarray:
-        return np.asarray(
-            (x[..., 2].sum(-1) / x[..., 3].sum(-1)) / (x[..., 0].sum(-1) / x[..., 1].sum(-1)) * scale
-        )
+        return np.asarray((x[..., 2] / x[..., 3]) / (x[..., 0] / x[..., 1]) * scale)
 
-    idx = _draws(len(keys), np.random.default_rng(SEED))
+    rng = np.random.default_rng(SEED)
     with np.errstate(divide="ignore", invalid="ignore"):
-        draws = ratio(arr[idx])
-    return _interval(float(ratio(arr)), draws[np.isfinite(draws)])
+        draws = ratio(_resampled_sums(_grouped(arr, rng), rng))
+    return _interval(float(ratio(arr.sum(axis=0))), draws[np.isfinite(draws)])
 
 
 def _per_key(samples: Sequence[Sample]) -> tuple[dict[str, float], dict[str, float]]:

@@ -41,6 +41,9 @@ class PairResult:
     divergences: tuple[Divergence, ...]
     a_run: Run
     b_run: Run
+    # Items left out because nothing says the two sides should agree: shadow traffic sampled
+    # without a seed. Counted, never compared.
+    noncomparable: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +73,14 @@ class Study:
 
 def compare_runs(a: Run, b: Run, kind: str) -> PairResult:
     divergences: list[Divergence] = []
-    identical = total = errors = 0
+    identical = total = errors = noncomparable = 0
     for item_id in a.header.suite.item_ids:
         ia, ib = a.items.get(item_id), b.items.get(item_id)
         if ia is None or ib is None or ia.error or ib.error:
             errors += 1
+            continue
+        if ia.metadata.get("comparable") is False:
+            noncomparable += 1
             continue
         total += 1
         d = find_divergence(item_id, ia, ib)
@@ -93,6 +99,7 @@ def compare_runs(a: Run, b: Run, kind: str) -> PairResult:
         divergences=tuple(divergences),
         a_run=a,
         b_run=b,
+        noncomparable=noncomparable,
     )
 
 
@@ -224,8 +231,22 @@ def build_study(runs: Sequence[Run], force: bool = False, checkpoints: bool = Fa
         for r in runs
         if r.torn is not None
     ]
+    warnings += [shadow_note(p) for p in pairs if "shadow" in p.a_run.header.extra]
     return Study(
         configurations=configs, controls=tuple(controls), pairs=tuple(pairs), warnings=tuple(warnings)
+    )
+
+
+def shadow_note(p: PairResult) -> str:
+    """What became of the mirrored requests of one shadow segment (records written by
+    ``servediff shadow``); requests dropped or sampled out never reached the records, and are
+    counted in the session's shadow.json."""
+    mirrored = len(p.a_run.items)
+    return (
+        f"shadow traffic ({p.suite}): {mirrored:,} requests mirrored; {p.total:,} compared, "
+        f"{p.noncomparable:,} sampled without a seed (counted, not compared), {p.errors:,} left out "
+        "for an engine error on either side; dropped and sampled-out requests are counted in the "
+        "session's shadow.json"
     )
 
 

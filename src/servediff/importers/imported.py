@@ -196,10 +196,8 @@ def write(run: Imported, path: Path) -> None:
     with path.open("w", encoding="utf-8") as f:
         f.write(run.header.model_dump_json() + "\n")
         for item in run.items:
-            line = item.model_dump(mode="json", exclude_none=True)
-            if item.latency_s is None:  # kept: left out, it would read back as the default 0 s
-                line["latency_s"] = None
-            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+            # Fields at their defaults are left out; a latency of None is kept (its default is 0 s).
+            f.write(item.to_json() + "\n")
 
 
 def outputs(runs: Iterable[Imported], out: Path, single: bool) -> list[Path]:

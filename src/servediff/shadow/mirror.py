@@ -1,0 +1,263 @@
+"""The shadow side: a bounded queue of answered requests, and a child process whose fixed pool of
+workers replays each on the candidate and records both answers.
+
+The proxy hands a request over only after its client has the primary's answer, and never waits:
+``offer`` puts without blocking, and when the queue is full the copy is dropped and counted. The
+replay runs in its own process, so neither the candidate's speed, nor its death, nor the work of
+parsing and recording (about a millisecond of CPU per request) reaches the primary path: in one
+process that work shared the proxy's event loop and added ~3 ms to every answer (BENCHMARKS.md).
+The child watches its parent and leaves when it is gone, so it never outlives the proxy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing as mp
+import os
+import queue
+import signal
+import threading
+import time
+from dataclasses import dataclass, fields
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from servediff.engines.openai_http import parse_response
+from servediff.engines.sse import Arrivals, parse_stream
+from servediff.redaction import redact_text
+from servediff.shadow.recorder import Recorder
+from servediff.shadow.request import Mirrored, parse
+from servediff.types import Completion
+
+
+@dataclass(slots=True)
+class Counts:
+    """What happened to the traffic; written to ``shadow.json``."""
+
+    requests: int = 0  # completion requests the proxy answered
+    sampled_out: int = 0  # left out by --sample
+    dropped: int = 0  # the queue was full
+    unparsed: int = 0  # bodies that were not JSON objects: answered, not mirrored
+    mirrored: int = 0  # recorded on both sides
+    noncomparable: int = 0  # among mirrored: sampled without a seed
+    primary_errors: int = 0
+    candidate_errors: int = 0
+    segments: int = 0  # record pairs written (--rotate-mb)
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+FIELDS = [f.name for f in fields(Counts)]
+
+
+class SharedCounts:
+    """Counts in shared memory: each field has one writer (the proxy or the replay process)."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.array = ctx.Array("q", len(FIELDS), lock=False)
+
+    def add(self, name: str, n: int = 1) -> None:
+        self.array[FIELDS.index(name)] += n
+
+    def set(self, name: str, n: int) -> None:
+        self.array[FIELDS.index(name)] = n
+
+    def snapshot(self) -> Counts:
+        return Counts(*self.array[:])
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """A request the client has had its answer to, with that answer as the proxy relayed it."""
+
+    path: str
+    body: bytes  # the request as the client sent it
+    status: int
+    answer: bytes
+    arrivals: Arrivals
+    sent: float  # perf_counter when the request went to the primary
+    latency_s: float
+    finished_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateConfig:
+    base_url: str
+    api_key: str | None
+    timeout_s: float = 300.0
+    redact: tuple[str, ...] = ()  # --redact-field rules, applied to what is recorded
+    top_logprobs: int = 0  # asked of the candidate only
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorConfig:
+    candidate: CandidateConfig
+    queue_size: int = 1024
+    workers: int = 4
+    sample: float = 1.0
+    seed: int = 0
+
+
+class Mirror:
+    """The proxy's end: the --sample draw, the bounded queue, the replay process."""
+
+    def __init__(self, recorder: Recorder, config: MirrorConfig) -> None:
+        ctx = mp.get_context("spawn")  # no fork of a process that runs an event loop
+        self.config = config
+        self.queue: Any = ctx.Queue(maxsize=config.queue_size)
+        self.counts = SharedCounts(ctx)
+        self.rng = np.random.default_rng(config.seed)
+        self.process = ctx.Process(
+            target=replay, args=(recorder, config, self.queue, self.counts, os.getpid()), daemon=True
+        )
+
+    def wanted(self) -> bool:
+        """Counts the request and draws whether --sample keeps it (before anything is copied)."""
+        self.counts.add("requests")
+        if self.config.sample < 1.0 and self.rng.random() >= self.config.sample:
+            self.counts.add("sampled_out")
+            return False
+        return True
+
+    def offer(self, answered: Answered) -> None:
+        try:
+            self.queue.put_nowait(answered)
+        except queue.Full:
+            self.counts.add("dropped")
+
+    def start(self) -> None:
+        self.process.start()
+
+    def stop(self, drain_s: float) -> Counts:
+        """Let the replay process finish what is queued (up to ``drain_s``), then end it."""
+        if self.process.pid is None:  # never started
+            return self.counts.snapshot()
+        with contextlib.suppress(queue.Full, ValueError):
+            self.queue.put(None, timeout=drain_s)  # the end marker, after every queued copy
+        self.process.join(drain_s)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(5)
+        return self.counts.snapshot()
+
+
+def replay(recorder: Recorder, config: MirrorConfig, inbox: Any, counts: SharedCounts, parent: int) -> None:
+    """The replay process: read the queue, replay on the candidate, record both answers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the proxy, which drains us
+    recorder.open()
+    counts.set("segments", recorder.segment)
+    try:
+        asyncio.run(_replay_all(recorder, config, inbox, counts, parent))
+    finally:
+        recorder.close()
+        counts.set("segments", recorder.segment)
+
+
+async def _replay_all(
+    recorder: Recorder, config: MirrorConfig, inbox: Any, counts: SharedCounts, parent: int
+) -> None:
+    loop = asyncio.get_running_loop()
+    work: asyncio.Queue[Answered | None] = asyncio.Queue(maxsize=config.workers)
+    threading.Thread(target=_pump, args=(inbox, work, loop, parent), daemon=True).start()
+    cand = config.candidate
+    headers = {"Authorization": f"Bearer {cand.api_key}"} if cand.api_key else {}
+    async with aiohttp.ClientSession(
+        headers=headers,
+        timeout=aiohttp.ClientTimeout(total=cand.timeout_s),
+        connector=aiohttp.TCPConnector(limit=config.workers),
+    ) as session:
+        worker = Replayer(recorder, cand, counts, session)
+        await asyncio.gather(*(worker.run(work) for _ in range(config.workers)))
+
+
+def _pump(
+    inbox: Any, work: asyncio.Queue[Answered | None], loop: asyncio.AbstractEventLoop, parent: int
+) -> None:
+    """Move queued copies into the event loop; on the end marker, or when the parent is gone,
+    tell every worker to stop."""
+    while True:
+        try:
+            item = inbox.get(timeout=1.0)
+        except queue.Empty:
+            if os.getppid() != parent:
+                item = None
+            else:
+                continue
+        if item is None:
+            for _ in range(work.maxsize):
+                asyncio.run_coroutine_threadsafe(work.put(None), loop).result()
+            return
+        asyncio.run_coroutine_threadsafe(work.put(item), loop).result()
+
+
+@dataclass(slots=True)
+class Replayer:
+    recorder: Recorder
+    candidate: CandidateConfig
+    counts: SharedCounts
+    session: aiohttp.ClientSession
+
+    async def run(self, work: asyncio.Queue[Answered | None]) -> None:
+        while (a := await work.get()) is not None:
+            await self.replay(a)
+
+    async def replay(self, a: Answered) -> None:
+        try:
+            req = parse(a.path, a.body, self.candidate.redact, self.candidate.top_logprobs)
+        except (ValueError, UnicodeDecodeError):  # json.JSONDecodeError is a ValueError
+            self.counts.add("unparsed")
+            return
+        item_id = self.recorder.item_id(req)
+        primary = _completion(item_id, a.status, a.answer, a.arrivals, a.sent, a.latency_s, req.stream)
+        primary.finished_at = a.finished_at
+        candidate = await self.ask(item_id, req)
+        self.recorder.write(req, item_id, primary, candidate)
+        self.counts.set("segments", self.recorder.segment)
+        self.counts.add("noncomparable", not req.comparable)
+        self.counts.add("primary_errors", primary.error is not None)
+        self.counts.add("candidate_errors", candidate.error is not None)
+        self.counts.add("mirrored")  # last: a reader that sees it counted sees the rest
+
+    async def ask(self, item_id: str, req: Mirrored) -> Completion:
+        url = self.candidate.base_url.rstrip("/") + req.path
+        sent = time.perf_counter()
+        arrivals: Arrivals = []
+        chunks: list[bytes] = []
+        try:
+            async with self.session.post(
+                url, data=req.candidate_body, headers={"Content-Type": "application/json"}
+            ) as resp:
+                async for chunk in resp.content.iter_any():
+                    chunks.append(chunk)
+                    arrivals.append(
+                        (arrivals[-1][0] + len(chunk) if arrivals else len(chunk), time.perf_counter())
+                    )
+                status = resp.status
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            c = Completion(item_id, error=redact_text(f"candidate unreachable: {exc!r}"))
+            c.latency_s, c.finished_at = time.perf_counter() - sent, time.time()
+            return c
+        c = _completion(
+            item_id, status, b"".join(chunks), arrivals, sent, time.perf_counter() - sent, req.stream
+        )
+        c.finished_at = time.time()
+        return c
+
+
+def _completion(
+    item_id: str, status: int, body: bytes, arrivals: Arrivals, sent: float, latency: float, stream: bool
+) -> Completion:
+    """A relayed answer → Completion; a failure (status or shape) is an error, never a text."""
+    if status != 200:
+        snippet = redact_text(body[:300].decode("utf-8", errors="replace"))
+        return Completion(item_id, latency_s=latency, error=f"HTTP {status}: {snippet}")
+    try:
+        if stream:
+            return parse_stream(item_id, body, arrivals, sent, latency)
+        return parse_response(item_id, body, latency)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return Completion(item_id, latency_s=latency, error=redact_text(str(exc))[:300])

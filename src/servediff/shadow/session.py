@@ -1,0 +1,99 @@
+"""A shadow session from start to stop: the two servers' identities, the proxy on its address,
+and on SIGINT/SIGTERM a drained queue, closed records and ``shadow.json`` with the counts.
+
+    servediff shadow --primary http://a:8000 --candidate http://b:8000 --listen 127.0.0.1:9000 --out shadow/
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from servediff.shadow.mirror import Counts, Mirror, MirrorConfig
+from servediff.shadow.proxy import Proxy, ProxyConfig
+from servediff.shadow.recorder import Recorder, Side
+
+DRAIN_S = 60.0  # at the end, how long the queued copies may take to replay
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowConfig:
+    primary: str
+    mirror: MirrorConfig
+    host: str
+    port: int
+    out: Path
+    rotate_mb: float | None = None
+
+
+async def identity(base_url: str, side: Side, api_key: str | None) -> dict[str, Any]:
+    """What the header says of one side: its URL and the model it serves (when it says)."""
+    engine: dict[str, Any] = {"kind": "http", "base_url": base_url, "shadow": side}
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    timeout = aiohttp.ClientTimeout(total=10)
+    try:
+        async with (
+            aiohttp.ClientSession(headers=headers, timeout=timeout) as s,
+            s.get(base_url.rstrip("/") + "/v1/models") as r,
+        ):
+            models = (await r.json()).get("data") or []
+        engine["model"] = models[0]["id"] if models else None
+    except (
+        aiohttp.ClientError,
+        asyncio.TimeoutError,
+        OSError,
+        ValueError,
+        LookupError,
+        TypeError,
+        AttributeError,
+    ):
+        engine["model"] = None  # a server that lists no model still serves; its records say so
+    return engine
+
+
+async def serve(config: ShadowConfig, ready: asyncio.Event | None = None) -> Counts:
+    """Run until SIGINT or SIGTERM; returns the counts (also written to ``out/shadow.json``).
+    Raises ValueError when ``out`` already holds records (a session is never appended to)."""
+    # The client's key is never read here: the primary's identity is asked without one.
+    candidate = config.mirror.candidate
+    engines: dict[Side, dict[str, Any]] = {
+        "primary": await identity(config.primary, "primary", None),
+        "candidate": await identity(candidate.base_url, "candidate", candidate.api_key),
+    }
+    engines["candidate"]["top_logprobs"] = candidate.top_logprobs
+    rotate = int(config.rotate_mb * (1 << 20)) if config.rotate_mb else None
+    config.out.mkdir(parents=True, exist_ok=True)
+    taken = sorted(config.out.glob("primary-*.jsonl")) + sorted(config.out.glob("candidate-*.jsonl"))
+    if taken:
+        # Checked here, before anything listens: the replay process would only fail on its own.
+        raise ValueError(f"{taken[0]}: --out already holds a shadow session's records; choose another --out")
+    mirror = Mirror(Recorder(config.out, engines, uuid.uuid4().hex, rotate), config.mirror)
+    runner = web.AppRunner(Proxy(ProxyConfig(config.primary), mirror).app(), access_log=None)
+    await runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        mirror.start()  # inside: whatever fails from here on, the finally stops the child
+        await web.TCPSite(runner, config.host, config.port).start()
+        print(f"shadow: listening on http://{config.host}:{config.port}", file=sys.stderr, flush=True)
+        if ready is not None:
+            ready.set()
+        await stop.wait()
+    finally:
+        await runner.cleanup()  # no new requests: what is queued now is all there is
+        counts = await loop.run_in_executor(None, mirror.stop, DRAIN_S)
+        (config.out / "shadow.json").write_text(
+            json.dumps(counts.as_dict(), indent=2) + "\n", encoding="utf-8"
+        )
+    return counts
