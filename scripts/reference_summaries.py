@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.helpers.reference import REFERENCE, ROOT, STUDIES, summary_of  # noqa: E402
-from tests.report_fixtures import write_study  # noqa: E402
+from tests.helpers.reference import REFERENCE, ROOT, STUDIES, summary_of
+from tests.report_fixtures import write_study
 
 CONFIGS = """
 [[configurations]]
@@ -100,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--study", action="append", help="only these (default: all)")
     args = p.parse_args(argv)
     chosen = set(args.study or [s.name for s in STUDIES])
-    runs = {"demo": lambda w: experiment("demo", DEMO, w), "sampled": lambda w: experiment("sampled", SAMPLED, w)}
+    runs = {
+        "demo": lambda w: experiment("demo", DEMO, w),
+        "sampled": lambda w: experiment("sampled", SAMPLED, w),
+    }
     runs["gate"] = gate
     if not args.summaries_only:
         if "constructed" in chosen:
@@ -114,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
             summary = summary_of(study, Path(scratch))
             for suite in summary["suites"]:
                 suite["source"] = None  # a data file's local path: named differently on purpose (CHANGED)
-            study.summary_path.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            study.summary_path.write_text(
+                json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+            )
             print(f"{study.name}: {study.summary_path.stat().st_size:,} bytes", file=sys.stderr)
     return 0
 

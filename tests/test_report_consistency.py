@@ -100,11 +100,11 @@ def speed_phrases(summary: dict[str, Any]) -> list[str]:
                 f"{fmt.speedup(x['value'])} ({wording.direction(Interval(**x))}) "
                 f"[{fmt.speedup(x['low'])}, {fmt.speedup(x['high'])}] vs {s['reference']}"
             )
-    for v in summary["verdicts"]:
+    for v in summary["verdicts"]:  # the verdict table's row
         x = v["speedup"]
         if v["reference"] and x:
-            way = wording.direction(Interval(**x))
-            out.append(f"{v['label']} vs {v['reference']}: {fmt.speedup(x['value'])} ({way})")
+            speed = f"{fmt.speedup(x['value'])} [{fmt.speedup(x['low'])}, {fmt.speedup(x['high'])}]"
+            out.append(f"{v['label']} {v['reference']} {speed}")
     return out + attribution_phrases(summary) + kl_phrases(summary)
 
 

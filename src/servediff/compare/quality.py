@@ -35,6 +35,11 @@ class Accuracy:
     def accuracy(self) -> float:
         return self.correct / self.n if self.n else float("nan")
 
+    @property
+    def cluster_half_width(self) -> float | None:
+        """The subject-clustered 95 % half-width (1.96 standard errors), where items name a subject."""
+        return None if self.cluster_se is None else 1.96 * self.cluster_se
+
 
 @dataclass(frozen=True, slots=True)
 class PairQuality:

@@ -54,6 +54,11 @@ class PairedCounts:
         return (self.c - self.b) / self.n if self.n else 0.0
 
     @property
+    def changed(self) -> int:
+        """Items whose correctness differs between A and B (b + c, McNemar's discordant pairs)."""
+        return self.b + self.c
+
+    @property
     def discordance(self) -> float:
         return (self.b + self.c) / self.n if self.n else 0.0
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from servediff.compare import quality as q
 from servediff.compare.divergence import Divergence
+from servediff.compare.hazard import kaplan_meier
 from servediff.compare.kl_runs import is_scoring
 from servediff.compare.mechanism import (
     CLASSES,
@@ -29,7 +30,6 @@ from servediff.compare.mechanism import (
     measure_pair,
 )
 from servediff.compare.sampled import is_sampled, sampled
-from servediff.compare.stats import wilson
 from servediff.compare.study import Configuration, PairResult, Study
 from servediff.record import Item, Run
 from servediff.redaction import redact_argv
@@ -104,6 +104,7 @@ def build(study: Study, options: ReportOptions) -> Report:
         sampled=sampled(study, options.margin),
         placements=cluster_view.placements(study),
         replica_checks=cluster_view.replica_checks(study),
+        claim_groups=experiment_view.grouped(claims),
     )
 
 
@@ -273,6 +274,7 @@ def comparison(p: PairResult, options: ReportOptions) -> Comparison:
         probe_sources=tuple(legend),
         probe_checks=probe_checks(m),
         sampled=is_sampled(p.a_run),
+        survival=tuple(zip(*kaplan_meier(m.times))),
     )
 
 
@@ -404,7 +406,7 @@ def quality(study: Study, margin: float) -> QualityView | None:
     chance = tuple(
         (a.label, a.suite, CHANCE[a.suite])
         for a in found.accuracies
-        if a.suite in CHANCE and a.n and wilson(a.correct, a.n).low <= CHANCE[a.suite]
+        if a.suite in CHANCE and a.n and a.ci.low <= CHANCE[a.suite]  # a.ci: the Wilson 95 % interval
     )
     scored = [p for p in study.pairs if q.is_scored(p.a_run) and q.is_scored(p.b_run)]
     subjects = tuple(Subjects(p.suite, p.a, p.b, rows) for p in scored if (rows := subject_agreement(p)))

@@ -15,7 +15,7 @@ from typing import Any
 
 from servediff.compare.study import Study
 from servediff.record import Run
-from servediff.report.model import Claim, Sweep, SweepLevel
+from servediff.report.model import Claim, ClaimGroup, Sweep, SweepLevel
 from servediff.report.options import is_sweep
 
 FLAGGED = ("NOT ENGAGED", "NOT CONFIGURED")
@@ -63,6 +63,30 @@ def _claims(label: str, suite: str, run: Run) -> list[Claim]:
         )
         for claim, check in checks.items()
     ]
+
+
+def grouped(claims: tuple[Claim, ...]) -> tuple[ClaimGroup, ...]:
+    """One row per configuration and claim: runs whose claim reads the same (engine, version,
+    status, detail) are listed together instead of repeated."""
+    groups: dict[tuple[object, ...], list[Claim]] = {}
+    for c in claims:
+        key = (c.label, c.profile, c.serves, c.version, c.claim, c.status, c.detail, c.flagged)
+        groups.setdefault(key, []).append(c)
+    return tuple(
+        ClaimGroup(
+            label=cs[0].label,
+            profile=cs[0].profile,
+            starts=tuple(dict.fromkeys(c.start for c in cs)),
+            serves=cs[0].serves,
+            version=cs[0].version,
+            claim=cs[0].claim,
+            status=cs[0].status,
+            detail=cs[0].detail,
+            flagged=cs[0].flagged,
+            runs=tuple((c.suite, c.repeat) for c in cs),
+        )
+        for cs in groups.values()
+    )
 
 
 def distinct_outputs(runs: list[Run]) -> dict[str, int]:

@@ -178,6 +178,8 @@ class Comparison:
     probe_checks: tuple[ProbeCheck, ...]
     # Sampled runs (temperature > 0): a control then checks that per-request seeds reproduce.
     sampled: bool = False
+    # Kaplan–Meier from ``times``: (x, P(the first x tokens are identical)) at 0 and at each event.
+    survival: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +246,22 @@ class Claim:
     status: str
     detail: str
     flagged: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimGroup:
+    """Claims that read the same in several runs of one configuration, said once."""
+
+    label: str
+    profile: str
+    starts: tuple[str, ...]  # each run's start (startup seconds or launch kind), distinct, in run order
+    serves: str
+    version: str
+    claim: str | None
+    status: str
+    detail: str
+    flagged: bool
+    runs: tuple[tuple[str, int], ...]  # (suite, repeat) of every run the row holds for
 
 
 @dataclass(frozen=True, slots=True)
@@ -454,6 +472,7 @@ class Report:
     sampled: Sampled | None = None  # pass rates over k draws per item (temperature > 0 runs)
     placements: tuple[Placement, ...] = ()  # runs a cluster executor placed
     replica_checks: tuple[ReplicaCheck, ...] = ()  # configurations served by several replicas
+    claim_groups: tuple[ClaimGroup, ...] = ()  # the claims, one row per configuration and claim
 
     @property
     def comparisons(self) -> tuple[Comparison, ...]:

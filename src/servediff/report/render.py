@@ -23,7 +23,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from servediff.report import figures, fmt, mdtext, wording
+from servediff.report import figures, fmt, html_doc, markdown_doc, mdtext, sections, wording
 from servediff.report.gate_model import GateReport
 from servediff.report.model import Report
 
@@ -84,6 +84,7 @@ def _markdown_env() -> Environment:
     env = _environment(autoescape=False, finalize=_finalize, keep_trailing_newline=True)
     env.filters.update({k: _as_md(f) for k, f in fmt.FILTERS.items()})
     env.filters.update(code=code, tok=tok, top2=top2)
+    env.globals["section"] = lambda name, r: Md(markdown_doc.render(sections.blocks(name, r)))
     return env
 
 
@@ -93,6 +94,7 @@ def _html_env() -> Environment:
     env.filters.update(fmt.FILTERS)
     env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
     env.globals["figures"] = _svg_figures
+    env.globals["section"] = lambda name, r: html_doc.render(sections.blocks(name, r))
     return env
 
 
@@ -113,10 +115,11 @@ def markdown(report: Report) -> str:
 
 
 def markdown_summary(report: Report) -> str:
-    """The Summary section alone, as ``demo`` prints it at the end."""
+    """The verdict table and the Summary, as ``demo`` prints them at the end."""
     text = markdown(report)
-    start = text.index("## Summary")
-    end = text.find("\n## ", start + 1)
+    start = text.find("## Verdicts")
+    start = text.index("## Summary") if start < 0 else start
+    end = text.find("\n## ", text.index("## Summary") + 1)
     return text[start : end if end > 0 else None].rstrip()
 
 

@@ -28,7 +28,6 @@ from servediff.report.model import (
     ItemCauseView,
     ReplicaCheck,
     Report,
-    Verdict,
 )
 
 STATUS_NOTE = {
@@ -209,37 +208,6 @@ def interval(x: Interval, f: Callable[[float], str]) -> str:
     return f"{f(x.value)} [{f(x.low)}, {f(x.high)}]"
 
 
-def speed_phrase(v: Verdict) -> str:
-    where = "sequential" if v.concurrency == 1 else f"at concurrency {v.concurrency}"
-    if v.reference is None:
-        rate = interval(v.tokens_per_s, fmt.per_s) if v.tokens_per_s else "n/a"
-        return f"{rate} output tokens/s ({where})"
-    if v.speedup is None:
-        return f"speed not comparable with {v.reference} (no timing over common items)"
-    s = v.speedup
-    return (
-        f"{fmt.speedup(s.value)} ({direction(s)}) output tokens/s {where} "
-        f"[{fmt.speedup(s.low)}, {fmt.speedup(s.high)}]"
-    )
-
-
-def verdict_line(v: Verdict) -> str:
-    """The one line: speed, identity, quality, verification."""
-    head = f"{v.label} vs {v.reference}" if v.reference else f"{v.label} (reference)"
-    parts = [speed_phrase(v)]
-    parts += [f"{s}: {fmt.ratio(k, n)} identical" for s, k, n in v.identity]
-    if v.reference is None:
-        parts += [f"{s}: control {fmt.ratio(k, n)} identical" for s, k, n in v.control]
-    parts += [
-        f"{q.suite} Δ {fmt.spp(q.delta)} pp [{fmt.spp(q.low)}, {fmt.spp(q.high)}], {q.verdict} at "
-        f"{fmt.pp(q.margin)} pp"
-        for q in v.quality
-    ]
-    if v.verification:
-        parts.append(f"verification: {v.verification}")
-    return f"{head}: " + "; ".join(parts)
-
-
 def speed_intro(warmup: int) -> str:
     first = "none" if warmup == 0 else ("the first item" if warmup == 1 else f"the first {warmup} items")
     return (
@@ -401,7 +369,7 @@ def first_divergence_intro() -> str:
 
 def first_divergence_spread(f: FirstDivergences) -> str:
     """Median first differing token with its quartiles, over the draws that diverged."""
-    q = f.quantiles()
+    q = f.quartiles
     if q is None:
         return "none diverged"
     unknown = f"; {f.unknown} at an unknown token" if f.unknown else ""
@@ -409,7 +377,7 @@ def first_divergence_spread(f: FirstDivergences) -> str:
 
 
 def within_share(f: FirstDivergences, tokens: int) -> str:
-    x = f.share_within(tokens)
+    x = dict(f.within)[tokens]
     return "n/a" if x is None else f"{fmt.pp(x)} %"
 
 
