@@ -11,8 +11,9 @@ token's logprob. Pure functions on run items and probe entries; no engine is cal
 Classes (threshold in nats, default 0.1):
   near-tie flip  both sides rank the same two tokens on top and A's gap is below the threshold
   rank change    a larger gap, but each side's token is in the other side's top-k
-  unexplained    the other side's token is outside the top-k, or no logprobs were obtainable
-  not measured   the records hold no token data, so there is no token to measure at
+  unexplained    the other side's token is outside the top-k that was measured
+  not measured   no top-k at this position: the run recorded no logprobs and no probe measured
+                 it, or the records hold no token data, so there is no token to measure at
   sampled draw   the runs sample (temperature > 0): the sampler drew each token, so no top-2 gap
                  decides it, and the greedy classes do not apply; the logprob shifts still do
 """
@@ -36,7 +37,8 @@ from servediff.record import Item
 NEAR_TIE = "near-tie flip"
 RANK_CHANGE = "rank change"
 UNEXPLAINED = "unexplained"
-NOT_MEASURED = "not measured"  # no token data: the divergence cannot be located on a token
+# No top-k here (none recorded, none probed), or no token data to locate the divergence on.
+NOT_MEASURED = "not measured"
 SAMPLED = "sampled draw"  # temperature > 0: a draw, not an argmax, chose the token
 CLASSES = (NEAR_TIE, RANK_CHANGE, UNEXPLAINED, NOT_MEASURED, SAMPLED)
 RECORDED = "recorded during the run"
@@ -136,9 +138,10 @@ def logprob_of(d: Distribution, token: str | None, token_id: int | None) -> floa
 
 # --- classification ----------------------------------------------------------------------------
 def classify(p: Point, a: Distribution | None, b: Distribution | None, threshold: float) -> tuple[str, str]:
-    """(class, note). ``a`` is required for any class but unexplained."""
+    """(class, note). Without A's top-k nothing was measured: "unexplained" is kept for a token
+    that a measured top-k does not hold."""
     if a is None:
-        return UNEXPLAINED, "no logprobs obtainable for A at this position"
+        return NOT_MEASURED, "no top-k for A at this position"
     b_in_a = rank(a, p.b_token, p.b_id)
     a_in_b = None if b is None else rank(b, p.a_token, p.a_id)
     if b_in_a is None:
