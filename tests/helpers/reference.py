@@ -99,5 +99,6 @@ def differences(reference: Any, now: Any, where: str = "") -> list[str]:
 
 # Fields whose text changes on purpose (each with its reason); their numbers live elsewhere.
 CHANGED: dict[str, str] = {
-    "source": "a suite's data file is named relative to the working folder or by package, not by local path",
+    # A file is named relative to the working folder or by package, not by local path.
+    "source": "a suite's data file",
 }

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from servediff.compare import filenames
 from servediff.compare import quality as q
 from servediff.compare.divergence import Divergence
 from servediff.compare.hazard import kaplan_meier
@@ -151,20 +152,24 @@ def _engine(label: str, configs: Sequence[Configuration]) -> Engine:
     return Engine(
         label=label,
         kind=kind,
-        model=str(e.get("model")),
+        model=filenames.in_text(str(e.get("model"))),
         where=str(e.get("base_url") or "in-process"),
         version=str(e.get("server_version") or "not exposed"),
-        settings=json.dumps(what, sort_keys=True),
+        settings=filenames.in_text(json.dumps(what, sort_keys=True)),
         asked=how,
         suites=tuple(c.suite for c in configs),
         runs=sum(len(c.runs) for c in configs),
-        imported=imported_origin(label, imported, e) if isinstance(imported, dict) else None,
+        imported=_origin(label, imported, e) if isinstance(imported, dict) else None,
     )
 
 
 def _launch(argv: object) -> list[str] | None:
     """The launch argv to show: redacted again, for records written before redaction existed."""
     return redact_argv([str(a) for a in argv]) if isinstance(argv, list) and argv else None
+
+
+def _origin(label: str, imported: dict[str, Any], engine: dict[str, Any]) -> str:
+    return filenames.in_text(imported_origin(label, imported, engine))
 
 
 def imported_origin(label: str, source: dict[str, Any], engine: dict[str, Any]) -> str:
@@ -197,7 +202,7 @@ def suite_method(study: Study, suite: str) -> SuiteMethod:
     return SuiteMethod(
         name=suite,
         version=h.suite.version,
-        source=h.suite.source,
+        source=filenames.in_text(h.suite.source),
         items=len(h.suite.item_ids),
         content_sha256=h.suite.content_sha256,
         data_sha256=h.suite.data_sha256,
