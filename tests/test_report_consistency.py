@@ -33,6 +33,15 @@ def html_text(page: str) -> str:
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
 
 
+def gap(g: float | None, p: Precision) -> str:
+    """A gap as the reports show it, with its grid steps derived here from the precision."""
+    if g is None:
+        return "—"
+    if g == 0:
+        return "0 (exact tie)"
+    return f"{g:.4f} ({g / p.smallest_step:.0f} steps)" if p.coarse and p.smallest_step else f"{g:.4f}"
+
+
 def expected(summary: dict[str, Any]) -> list[str]:
     """Phrases built from summary.json alone, each number formatted as both reports format it."""
     out: list[str] = []
@@ -43,8 +52,8 @@ def expected(summary: dict[str, Any]) -> list[str]:
         )
         prec = Precision(**{k: v for k, v in c["precision"].items() if k != "coarse"})
         for d in c["divergences"]:
-            gap_a = fmt.gap(d["a"]["gap"] if d["a"] else None, prec)
-            gap_b = fmt.gap(d["b"]["gap"] if d["b"] else None, prec)
+            gap_a = gap(d["a"]["gap"] if d["a"] else None, prec)
+            gap_b = gap(d["b"]["gap"] if d["b"] else None, prec)
             shift = (
                 "—"
                 if d["shift_a"] is None and d["shift_b"] is None

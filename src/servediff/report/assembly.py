@@ -247,9 +247,11 @@ def tool(run: Run) -> Tool:
 def comparison(p: PairResult, options: ReportOptions) -> Comparison:
     m = measure_pair(p, options.probes, options.near_tie)
     why = {e.point.item_id: e for e in m.explanations}
+    # Coarse logits (bf16): each gap is also given in steps of the logprob grid.
+    step = m.precision.smallest_step if m.precision.coarse else None
     legend: list[str] = []
     views = tuple(
-        divergence_view(d, p.a_run.items[d.item_id], p.b_run.items[d.item_id], why[d.item_id], legend)
+        divergence_view(d, (p.a_run.items[d.item_id], p.b_run.items[d.item_id]), why[d.item_id], legend, step)
         for d in p.divergences
     )
     counts = Counter(v.cls for v in views)
@@ -291,14 +293,15 @@ def control_verdict(p: PairResult) -> str:
     return "deterministic" if p.identical == p.total else "NOT deterministic"
 
 
-def _side(d: Distribution | None, legend: list[str]) -> Side | None:
+def _side(d: Distribution | None, legend: list[str], step: float | None) -> Side | None:
     if d is None:
         return None
+    steps = d.gap / step if step and d.gap is not None else None
     if d.source == RECORDED:
-        return Side(d.top, d.gap, d.source, "run")
+        return Side(d.top, d.gap, d.source, "run", steps)
     if d.source not in legend:
         legend.append(d.source)
-    return Side(d.top, d.gap, d.source, f"probe [{legend.index(d.source) + 1}]")
+    return Side(d.top, d.gap, d.source, f"probe [{legend.index(d.source) + 1}]", steps)
 
 
 def _tokens_match_text(item: Item) -> bool:
@@ -330,8 +333,10 @@ def _split(d: Divergence, a: Item, b: Item) -> tuple[str, str, str, str, str]:
     return a.text[:c], a.text[c : c + 1], a.text[c + 1 :], b.text[c : c + 1], b.text[c + 1 :]
 
 
-def divergence_view(d: Divergence, a: Item, b: Item, e: Explanation, legend: list[str]) -> DivergenceView:
-    prefix, a_first, a_rest, b_first, b_rest = _split(d, a, b)
+def divergence_view(
+    d: Divergence, items: tuple[Item, Item], e: Explanation, legend: list[str], step: float | None
+) -> DivergenceView:
+    prefix, a_first, a_rest, b_first, b_rest = _split(d, *items)
     return DivergenceView(
         item_id=d.item_id,
         char_index=d.char_index,
@@ -348,10 +353,10 @@ def divergence_view(d: Divergence, a: Item, b: Item, e: Explanation, legend: lis
         b_tokens=d.b_tokens,
         cls=e.cls,
         note=e.note,
-        a=_side(e.a, legend),
-        b=_side(e.b, legend),
-        a_probe=_side(e.a_probe, legend),
-        b_probe=_side(e.b_probe, legend),
+        a=_side(e.a, legend, step),
+        b=_side(e.b, legend, step),
+        a_probe=_side(e.a_probe, legend, step),
+        b_probe=_side(e.b_probe, legend, step),
         shift_a=e.shift_a_token,
         shift_b=e.shift_b_token,
     )

@@ -82,6 +82,7 @@ class Side:
     gap: float | None
     source: str  # "recorded during the run" or "probe: <method>"
     cite: str  # "run", "probe [n]" (footnote of the comparison's probe legend)
+    steps: float | None = None  # the gap in steps of a coarse logprob grid (None: not coarse)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,11 @@ class DivergenceView:
     b_probe: Side | None
     shift_a: float | None  # logprob of A's token under B minus under A
     shift_b: float | None
+
+    @property
+    def prefix_length(self) -> int:
+        """Characters both completions share before the first differing token."""
+        return len(self.prefix)
 
 
 @dataclass(frozen=True, slots=True)
