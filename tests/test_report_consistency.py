@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from servediff.compare.loader import load
 from servediff.compare.mechanism import Precision
 from servediff.compare.speed import Interval
 from servediff.report import fmt, render, wording
 from servediff.report.assembly import build
-from servediff.report.options import load
 from tests.report_fixtures import write_study
 
 GPU_STUDY = Path(__file__).resolve().parents[1] / "docs" / "gpu-h200" / "study-full.tar.gz"

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from servediff.compare.loader import load
 from servediff.report import render
 from servediff.report.assembly import build
-from servediff.report.options import load
 from tests.helpers.reference import ROOT, STUDIES, ReferenceStudy
 from tests.test_report_consistency import html_text, md_text
 

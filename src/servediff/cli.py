@@ -136,10 +136,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from servediff.compare.loader import load
     from servediff.compare.study import require_comparison
     from servediff.report import render
     from servediff.report.assembly import build
-    from servediff.report.options import load
 
     margin = 0.01 if args.margin is None else args.margin  # the report's margin when none is asked
     study, options = load(
@@ -155,11 +155,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # full collections from re-scanning 100,000s of items while the report model allocates.
     gc.freeze()
     report = build(study, options)
-    md = render.markdown(report)
-    if args.md:
-        args.md.parent.mkdir(parents=True, exist_ok=True)
-        args.md.write_text(md, encoding="utf-8")
-    print(json.dumps(render.summary(report), indent=2) if args.json else md)
+    if args.json:
+        render.write_reports(report, render.Outputs(md=args.md))
+        print(json.dumps(render.summary(report), indent=2))
+    else:
+        md = render.markdown(report)  # rendered once: printed, and written where asked
+        print(md)
+        if args.md:
+            args.md.parent.mkdir(parents=True, exist_ok=True)
+            args.md.write_text(md, encoding="utf-8")
     if args.margin is None:
         return 0
     from servediff.report.wording import failed_checks
@@ -195,9 +199,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from servediff.compare.loader import load
     from servediff.report import render
     from servediff.report.assembly import build
-    from servediff.report.options import load
 
     # The same study and model compare builds: runs, probe records beside them, the two thresholds.
     report = build(
@@ -213,17 +217,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not (args.html or args.md):
         print(render.markdown(report))
         return 0
-    for path, text in ((args.html, render.html), (args.md, render.markdown)):
-        if path:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text(report), encoding="utf-8")
-            print(f"wrote {path}")
+    for path in render.write_reports(report, render.Outputs(html=args.html, md=args.md)):
+        print(f"wrote {path}")
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from servediff.compare.loader import load
     from servediff.export import rows, write_csv, write_parquet
-    from servediff.report.options import load
 
     if not (args.csv or args.parquet):
         raise UsageError("give --csv PATH and/or --parquet PATH")

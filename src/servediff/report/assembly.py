@@ -22,6 +22,7 @@ from servediff.compare import quality as q
 from servediff.compare.divergence import Divergence
 from servediff.compare.hazard import kaplan_meier
 from servediff.compare.kl_runs import is_scoring
+from servediff.compare.loader import ReportOptions
 from servediff.compare.mechanism import (
     CLASSES,
     RECORDED,
@@ -53,7 +54,6 @@ from servediff.report.model import (
     SuiteMethod,
     Tool,
 )
-from servediff.report.options import ReportOptions
 
 CHANCE = {"mmlu": 0.25}  # four options
 SUBJECT_KEYS = ("subject", "category")  # where a suite's items name their MMLU subject

@@ -13,10 +13,10 @@ import dataclasses
 from collections import defaultdict
 from typing import Any
 
+from servediff.compare.loader import is_sweep
 from servediff.compare.study import Study
 from servediff.record import Run
 from servediff.report.model import Claim, ClaimGroup, Sweep, SweepLevel
-from servediff.report.options import is_sweep
 
 FLAGGED = ("NOT ENGAGED", "NOT CONFIGURED")
 LONG_SWEEP = 30  # prompts: beyond this, list only those with more than one distinct output

@@ -16,8 +16,10 @@ import json
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -152,6 +154,32 @@ def summary(report: Report) -> dict[str, Any]:
     """summary.json and ``compare --json``: the model itself, with its schema version."""
     out: dict[str, Any] = {"record": "servediff-summary", **_plain(report)}
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Outputs:
+    """Where a report goes: any of the three renderings, None for those not asked for."""
+
+    md: Path | None = None
+    html: Path | None = None
+    json: Path | None = None
+
+
+def write_reports(report: Report, out: Outputs) -> tuple[Path, ...]:
+    """Render the model once per asked format and write each file (folders made as needed);
+    the one writer behind ``compare``, ``report``, ``experiment`` and ``demo``."""
+    makers: tuple[tuple[Path | None, Callable[[Report], str]], ...] = (
+        (out.md, markdown),
+        (out.html, html),
+        (out.json, lambda r: json.dumps(summary(r), indent=2)),
+    )
+    written = []
+    for path, make in makers:
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(make(report), encoding="utf-8")
+            written.append(path)
+    return tuple(written)
 
 
 # --- gate (servediff gate): its own small model, rendered by the same environment ---
