@@ -86,7 +86,7 @@ def _markdown_env() -> Environment:
     env = _environment(autoescape=False, finalize=_finalize, keep_trailing_newline=True)
     env.filters.update({k: _as_md(f) for k, f in fmt.FILTERS.items()})
     env.filters.update(code=code, tok=tok, top2=top2)
-    env.globals["section"] = lambda name, r: Md(markdown_doc.render(sections.blocks(name, r)))
+    env.globals["slot"] = lambda where, r: Md(markdown_doc.render(sections.slot(where, r)))
     return env
 
 
@@ -96,7 +96,7 @@ def _html_env() -> Environment:
     env.filters.update(fmt.FILTERS)
     env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
     env.globals["figures"] = _svg_figures
-    env.globals["section"] = lambda name, r: html_doc.render(sections.blocks(name, r))
+    env.globals["slot"] = lambda where, r: html_doc.render(sections.slot(where, r))
     return env
 
 

@@ -12,32 +12,47 @@ How to add a section
    that lays its part of the model out as a document tree (``report.document``: headings,
    paragraphs, bullets, tables of cells with an optional tone, figures). It formats numbers with
    ``report.fmt`` and computes none; an empty tuple leaves the section out.
-3. Register it in ``SECTIONS`` below, where it should appear. Both the Markdown and the HTML
-   report then show it (``report.markdown_doc`` and ``report.html_doc`` lay the tree out, and
-   each template places a section with ``{{ section("<name>") }}``).
+3. Register it in ``SECTIONS`` below: its name, its function and its slot (the place on the
+   page: "top", "checks", "sampled", "appendix"). Both the Markdown and the HTML report then
+   show it: ``report.markdown_doc`` and ``report.html_doc`` lay the tree out where each
+   template marks the slot with ``{{ slot("<slot>", r) }}``; no template changes.
 
 A section that has not been ported yet is still written in both templates; ported ones are
-only a ``section(...)`` call there.
+only a ``slot(...)`` call there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
 
 from servediff.report.document import Block
 from servediff.report.model import Report
 from servediff.report.sections import claims, placements, replicas, sampled, verdicts
 
 Section = Callable[[Report], tuple[Block, ...]]
-
-SECTIONS: dict[str, Section] = {
-    "verdicts": verdicts.blocks,
-    "claims": claims.blocks,
-    "placements": placements.blocks,
-    "replicas": replicas.blocks,
-    "sampled": sampled.blocks,
-}
+# Where on the page a section goes: each template marks these places with ``slot(...)``.
+Slot = Literal["top", "checks", "sampled", "appendix"]
 
 
-def blocks(name: str, report: Report) -> tuple[Block, ...]:
-    return SECTIONS[name](report)
+@dataclass(frozen=True, slots=True)
+class Entry:
+    name: str
+    blocks: Section
+    slot: Slot
+
+
+# In page order within each slot.
+SECTIONS: tuple[Entry, ...] = (
+    Entry("verdicts", verdicts.blocks, "top"),
+    Entry("claims", claims.blocks, "checks"),
+    Entry("placements", placements.blocks, "checks"),
+    Entry("replicas", replicas.blocks, "checks"),
+    Entry("sampled", sampled.blocks, "sampled"),
+)
+
+
+def slot(where: Slot, report: Report) -> tuple[Block, ...]:
+    """The blocks of every section in one place of the page, in registry order."""
+    return tuple(b for e in SECTIONS if e.slot == where for b in e.blocks(report))
