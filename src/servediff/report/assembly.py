@@ -31,6 +31,7 @@ from servediff.compare.mechanism import (
     PairMechanism,
     measure_pair,
 )
+from servediff.compare.runs import run_rows
 from servediff.compare.sampled import is_sampled, sampled
 from servediff.compare.study import Configuration, PairResult, Study
 from servediff.record import Item, Run
@@ -106,6 +107,7 @@ def build(study: Study, options: ReportOptions) -> Report:
         placements=cluster_view.placements(study),
         replica_checks=cluster_view.replica_checks(study),
         claim_groups=experiment_view.grouped(claims),
+        runs=run_rows(study),
     )
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from servediff.compare.hazard import HORIZONS, Hazard
 from servediff.compare.mechanism import Drift, Precision
 from servediff.compare.quality import Accuracy, PairQuality
+from servediff.compare.runs import RunRow
 from servediff.compare.sampled import Sampled
 from servediff.compare.speed import Interval
 
@@ -479,6 +480,7 @@ class Report:
     placements: tuple[Placement, ...] = ()  # runs a cluster executor placed
     replica_checks: tuple[ReplicaCheck, ...] = ()  # configurations served by several replicas
     claim_groups: tuple[ClaimGroup, ...] = ()  # the claims, one row per configuration and claim
+    runs: tuple[RunRow, ...] = ()  # every run record the report is made of
 
     @property
     def comparisons(self) -> tuple[Comparison, ...]:

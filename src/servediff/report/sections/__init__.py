@@ -29,7 +29,7 @@ from typing import Literal
 
 from servediff.report.document import Block
 from servediff.report.model import Report
-from servediff.report.sections import claims, placements, replicas, sampled, verdicts
+from servediff.report.sections import claims, placements, replicas, runs, sampled, verdicts
 
 Section = Callable[[Report], tuple[Block, ...]]
 # Where on the page a section goes: each template marks these places with ``slot(...)``.
@@ -50,6 +50,7 @@ SECTIONS: tuple[Entry, ...] = (
     Entry("placements", placements.blocks, "checks"),
     Entry("replicas", replicas.blocks, "checks"),
     Entry("sampled", sampled.blocks, "sampled"),
+    Entry("runs", runs.blocks, "appendix"),
 )
 
 
