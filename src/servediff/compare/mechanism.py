@@ -25,6 +25,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 
@@ -32,15 +33,16 @@ from servediff.compare import hazard as hz
 from servediff.compare.divergence import Point, token_texts
 from servediff.compare.sampled import is_sampled
 from servediff.compare.study import PairResult
+from servediff.compare.vocabulary import DivergenceClass
 from servediff.record import Item
 
-NEAR_TIE = "near-tie flip"
-RANK_CHANGE = "rank change"
-UNEXPLAINED = "unexplained"
+NEAR_TIE: Final = "near-tie flip"
+RANK_CHANGE: Final = "rank change"
+UNEXPLAINED: Final = "unexplained"
 # No top-k here (none recorded, none probed), or no token data to locate the divergence on.
-NOT_MEASURED = "not measured"
-SAMPLED = "sampled draw"  # temperature > 0: a draw, not an argmax, chose the token
-CLASSES = (NEAR_TIE, RANK_CHANGE, UNEXPLAINED, NOT_MEASURED, SAMPLED)
+NOT_MEASURED: Final = "not measured"
+SAMPLED: Final = "sampled draw"  # temperature > 0: a draw, not an argmax, chose the token
+CLASSES: tuple[DivergenceClass, ...] = (NEAR_TIE, RANK_CHANGE, UNEXPLAINED, NOT_MEASURED, SAMPLED)
 RECORDED = "recorded during the run"
 DEFAULT_THRESHOLD = 0.1
 
@@ -77,7 +79,7 @@ class Explanation:
     point: Point
     a: Distribution | None
     b: Distribution | None
-    cls: str
+    cls: DivergenceClass
     shift_a_token: float | None  # logprob of A's token under B minus under A
     shift_b_token: float | None
     note: str  # why unexplained, or a caveat (a probe whose argmax is not the run's token)
@@ -137,7 +139,9 @@ def logprob_of(d: Distribution, token: str | None, token_id: int | None) -> floa
 
 
 # --- classification ----------------------------------------------------------------------------
-def classify(p: Point, a: Distribution | None, b: Distribution | None, threshold: float) -> tuple[str, str]:
+def classify(
+    p: Point, a: Distribution | None, b: Distribution | None, threshold: float
+) -> tuple[DivergenceClass, str]:
     """(class, note). Without A's top-k nothing was measured: "unexplained" is kept for a token
     that a measured top-k does not hold."""
     if a is None:
@@ -187,6 +191,7 @@ def explain(
     rec_a, rec_b = recorded(items[0], index), recorded(items[1], index)
     probe_a, probe_b = from_probe(probes.get((p.item_id, "a"))), from_probe(probes.get((p.item_id, "b")))
     a, b = rec_a or probe_a, rec_b or probe_b
+    cls: DivergenceClass
     if sampled:
         cls, note = SAMPLED, "the sampler drew this token; a top-2 gap does not decide a draw"
     else:

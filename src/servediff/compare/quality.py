@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from servediff.compare import stats
 from servediff.compare.stats import Interval, PairedCounts
 from servediff.compare.study import PairResult, Study
+from servediff.compare.vocabulary import Kind, QualityVerdict
 from servediff.record import Item, Run
 
 
@@ -46,7 +47,7 @@ class PairQuality:
     suite: str
     a: str
     b: str
-    kind: str  # "control" or "pair"
+    kind: Kind
     a_repeat: int
     b_repeat: int
     table: PairedCounts
@@ -56,7 +57,7 @@ class PairQuality:
     identical: int  # byte-identical completions among the n scored items
     p_mcnemar: float
     delta_ci: Interval  # Newcombe 95 % on accuracy(B) − accuracy(A)
-    verdict: str
+    verdict: QualityVerdict
     margin: float
     n_paired: int | None  # items for δ = margin at 80 % power, α = 0.05
     n_unpaired: int | None

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from scipy.stats import binom, norm
 
+from servediff.compare.vocabulary import QualityVerdict
+
 
 @dataclass(frozen=True, slots=True)
 class Interval:
@@ -144,7 +146,7 @@ def wald_paired_ci(t: PairedCounts, confidence: float = 0.95) -> Interval:
     return Interval(t.delta - z * se, t.delta + z * se)
 
 
-def verdict(ci: Interval, margin: float) -> str:
+def verdict(ci: Interval, margin: float) -> QualityVerdict:
     """Non-inferiority of B against A with margin m, read from the two-sided 95 % interval on Δ.
 
     The lower bound above −m is non-inferiority at one-sided α = 0.025; an upper bound below −m

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from servediff.compare.attribution import design_sets
+from servediff.compare.vocabulary import DesignKind
 from servediff.experiment.source import Source, check_keys
 
 FACTOR_KEYS = ("name", "knobs", "args", "env")
@@ -55,7 +56,7 @@ class Factor:
 
 @dataclass(frozen=True, slots=True)
 class Design:
-    kind: str  # "one-at-a-time", "factorial" or "all"
+    kind: DesignKind
     control: str  # the configuration every factor changes
     factors: tuple[Factor, ...]
     extra: tuple[tuple[str, ...], ...] = ()  # further combinations, added by --bisect
@@ -105,7 +106,7 @@ def parse_design(src: Source, raw: dict[str, Any], control: str) -> Design | Non
             src.line("design") or src.line("factors"),
         )
     _no_overlap(src, factors)
-    return Design(kind, control, factors)
+    return Design(cast(DesignKind, kind), control, factors)
 
 
 def _factor(src: Source, table: Any, n: int) -> Factor:

@@ -34,6 +34,7 @@ from servediff.compare.mechanism import (
 from servediff.compare.runs import run_rows
 from servediff.compare.sampled import is_sampled, sampled
 from servediff.compare.study import Configuration, PairResult, Study
+from servediff.compare.vocabulary import ControlVerdict
 from servediff.record import Item, Run
 from servediff.redaction import redact_argv
 from servediff.report import attribution_view, cluster_view, experiment_view, kl_view, speed_view
@@ -287,7 +288,7 @@ def comparison(p: PairResult, options: ReportOptions) -> Comparison:
     )
 
 
-def control_verdict(p: PairResult) -> str:
+def control_verdict(p: PairResult) -> ControlVerdict:
     if p.total == 0:
         return "nothing to compare"
     if is_sampled(p.a_run):  # sampled: identical texts say the engine honoured each draw's seed

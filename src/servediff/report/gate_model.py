@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servediff.compare.sequential import Tally
+from servediff.compare.vocabulary import GateVerdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +49,7 @@ class GateReport:
     margin: float
     alpha: float
     max_items: int
-    verdict: str  # "pass", "fail", "inconclusive"
+    verdict: GateVerdict
     tally: Tally
     errors: int  # items run but errored on either side: left out of the sequence
     looked_at: int  # items run on both sides when the gate stopped

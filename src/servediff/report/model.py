@@ -19,6 +19,7 @@ from servediff.compare.quality import Accuracy, PairQuality
 from servediff.compare.runs import RunRow
 from servediff.compare.sampled import Sampled
 from servediff.compare.speed import Interval
+from servediff.compare.vocabulary import ControlVerdict, DesignKind, DivergenceClass, Kind, QualityVerdict
 
 SCHEMA_VERSION = 1
 TopK = tuple[tuple[str, float], ...]
@@ -101,7 +102,7 @@ class DivergenceView:
     b_rest: str
     a_tokens: int | None
     b_tokens: int | None
-    cls: str
+    cls: DivergenceClass
     note: str
     a: Side | None
     b: Side | None
@@ -162,7 +163,7 @@ class Comparison:
     suite: str
     a: str
     b: str
-    kind: str  # "control" or "pair"
+    kind: Kind
     a_repeat: int
     b_repeat: int
     identical: int
@@ -170,10 +171,10 @@ class Comparison:
     errors: int
     # controls: "deterministic", "NOT deterministic", "nothing to compare"; sampled runs:
     # "seeds honoured", "seeds NOT honoured"
-    verdict: str | None
+    verdict: ControlVerdict | None
     threshold: float
     divergences: tuple[DivergenceView, ...]
-    classes: tuple[tuple[str, int], ...]  # every class, in a fixed order, with its count
+    classes: tuple[tuple[DivergenceClass, int], ...]  # every class, in a fixed order, with its count
     gap_median: float | None  # A's gap over the divergences that have one
     gap_max: float | None
     drift: Drift | None
@@ -320,7 +321,7 @@ class QualityDelta:
     delta: float
     low: float
     high: float
-    verdict: str
+    verdict: QualityVerdict
     margin: float
 
 
@@ -379,7 +380,7 @@ class ItemCauseView:
 @dataclass(frozen=True, slots=True)
 class AttributionView:
     suite: str
-    design: str
+    design: DesignKind
     control: str
     factors: tuple[str, ...]
     control_deterministic: bool | None
@@ -402,7 +403,7 @@ class KlRow:
     suite: str
     a: str
     b: str
-    kind: str
+    kind: Kind
     checkpoint_a: str
     checkpoint_b: str
     top_k: int
