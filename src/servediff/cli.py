@@ -27,6 +27,7 @@ from servediff.cli_args import build_parser
 if TYPE_CHECKING:
     from servediff.engines.factory import EngineSpec
     from servediff.experiment import Experiment, Outcome
+    from servediff.gate import GateRequest
 
 
 class UsageError(Exception):
@@ -377,11 +378,39 @@ def _finish_experiment(outcome: Outcome, t0: float | None = None, summary: bool 
     return 1 if outcome.flags else 0
 
 
+def gate_request(args: argparse.Namespace) -> GateRequest:
+    """The gate's flags as the library's request (a side is named by its label, else its knob set)."""
+    from servediff.gate import GateOptions, GateRequest, SideFlags
+
+    determinism = 0 if args.no_determinism_check else args.determinism_items
+    options = GateOptions(
+        args.out,
+        args.margin,
+        args.alpha,
+        args.max_items,
+        args.batch,
+        args.seed,
+        determinism,
+        not args.no_progress,
+    )
+    return GateRequest(
+        a=SideFlags(args.label_a or args.config_a or "control", args.config_a, args.base_url_a),
+        b=SideFlags(args.label_b or args.config_b or "candidate", args.config_b, args.base_url_b),
+        suite=args.suite,
+        options=options,
+        data=args.data,
+        max_tokens=args.max_tokens,
+        max_tokens_b=args.max_tokens_b,
+        config_file=args.config_file,
+        model_path=args.model_path,
+    )
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
     from servediff import gate
     from servediff.report import junit, render
 
-    g = gate.run_from_args(args)
+    g = gate.run_request(gate_request(args))
     md = render.gate_markdown(g)
     if args.md:
         args.md.write_text(md, encoding="utf-8")
