@@ -49,13 +49,13 @@ from servediff.report.model import (
     ProbeCheck,
     QualityView,
     Report,
-    Sampling,
     Side,
     SubjectAgreement,
     Subjects,
     SuiteMethod,
     Tool,
 )
+from servediff.types import SamplingParams
 
 CHANCE = {"mmlu": 0.25}  # four options
 SUBJECT_KEYS = ("subject", "category")  # where a suite's items name their MMLU subject
@@ -209,16 +209,7 @@ def suite_method(study: Study, suite: str) -> SuiteMethod:
         items=len(h.suite.item_ids),
         content_sha256=h.suite.content_sha256,
         data_sha256=h.suite.data_sha256,
-        sampling=Sampling(
-            s.temperature,
-            s.seed,
-            s.max_tokens,
-            s.top_logprobs,
-            s.enable_thinking,
-            s.top_p,
-            s.top_k,
-            s.samples,
-        ),
+        sampling=SamplingParams(**s.model_dump()),  # the record's header, as the runner's type
         concurrency=h.concurrency,
         prompt_form=prompt_form(configs[0].runs[0]),
         runs=tuple((c.label, len(c.runs)) for c in configs),

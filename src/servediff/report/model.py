@@ -20,6 +20,7 @@ from servediff.compare.runs import RunRow
 from servediff.compare.sampled import Sampled
 from servediff.compare.speed import Interval
 from servediff.compare.vocabulary import ControlVerdict, DesignKind, DivergenceClass, Kind, QualityVerdict
+from servediff.types import SamplingParams
 
 SCHEMA_VERSION = 1
 TopK = tuple[tuple[str, float], ...]
@@ -42,18 +43,6 @@ class Engine:
 
 
 @dataclass(frozen=True, slots=True)
-class Sampling:
-    temperature: float
-    seed: int
-    max_tokens: int
-    top_logprobs: int
-    enable_thinking: bool | None
-    top_p: float = 1.0
-    top_k: int = 0
-    samples: int = 1  # draws per item (sampled runs)
-
-
-@dataclass(frozen=True, slots=True)
 class SuiteMethod:
     name: str
     version: str
@@ -61,7 +50,7 @@ class SuiteMethod:
     items: int
     content_sha256: str
     data_sha256: str
-    sampling: Sampling
+    sampling: SamplingParams  # the run's own sampling type (types.SamplingParams)
     concurrency: int
     prompt_form: str  # "chat messages" or "raw prompt"
     runs: tuple[tuple[str, int], ...]  # (label, repeats)
