@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from servediff.compare import sequential
+from servediff.compare import quality, sequential
 from servediff.compare.sequential import Tally
 from servediff.engines import Engine
 from servediff.record import Run, read_run
@@ -60,20 +60,11 @@ def gate_order(suite: Suite, seed: int, max_items: int | None) -> Suite:
 
 
 def tally(a: Run, b: Run, ids: list[str]) -> tuple[Tally, int]:
-    """Paired outcomes over ``ids``, and how many were left out because either side errored
-    (or has no score): an engine failure is not a wrong answer."""
-    c = lose = same = errors = 0
-    for item_id in ids:
-        ia, ib = a.items.get(item_id), b.items.get(item_id)
-        if ia is None or ib is None or ia.error or ib.error or ia.correct is None or ib.correct is None:
-            errors += 1
-        elif ib.correct and not ia.correct:
-            c += 1
-        elif ia.correct and not ib.correct:
-            lose += 1
-        else:
-            same += 1
-    return Tally(c=c, b=lose, z=same), errors
+    """Paired outcomes over ``ids`` (quality's one 2×2 tally), and how many were left out because
+    either side errored (or has no score): an engine failure is not a wrong answer."""
+    pairs, errors = quality.scored_pairs(a, b, ids)
+    t = quality.paired_counts(pairs)
+    return Tally(c=t.c, b=t.b, z=t.both + t.neither), errors
 
 
 def checkpoint(t: Tally, alpha: float) -> Checkpoint:

@@ -31,6 +31,7 @@ from servediff.compare.mechanism import (
     PairMechanism,
     measure_pair,
 )
+from servediff.compare.quality import subject
 from servediff.compare.runs import run_rows
 from servediff.compare.sampled import is_sampled, sampled
 from servediff.compare.study import Configuration, PairResult, Study
@@ -58,7 +59,6 @@ from servediff.report.model import (
 from servediff.types import SamplingParams
 
 CHANCE = {"mmlu": 0.25}  # four options
-SUBJECT_KEYS = ("subject", "category")  # where a suite's items name their MMLU subject
 # A model whose name says it was tuned for chat answers raw prompts as text to continue.
 CHAT_MODEL = re.compile(r"instruct|chat|-it\b|\bit\b", re.IGNORECASE)
 
@@ -369,14 +369,6 @@ def probe_checks(m: PairMechanism) -> tuple[ProbeCheck, ...]:
 
 
 # --- quality ----------------------------------------------------------------------------------
-def subject(item: Item) -> str | None:
-    for key in SUBJECT_KEYS:
-        value = item.metadata.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
 def changed(p: PairResult) -> list[Changed]:
     sa, sb = q.scored_items(p.a_run), q.scored_items(p.b_run)
     return [
