@@ -167,9 +167,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
             args.md.write_text(md, encoding="utf-8")
     if args.margin is None:
         return 0
-    from servediff.report.wording import failed_checks
+    from servediff.compare.checks import failed_checks
 
-    failed = failed_checks(report)
+    failed = failed_checks(report.controls, report.quality.pairs if report.quality else ())
     for line in failed:
         print(f"check failed: {line}", file=sys.stderr)
     return 1 if failed else 0

@@ -11,8 +11,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from servediff.gate.result import GateReport
 from servediff.report import fmt
-from servediff.report.gate_model import GateReport
 
 
 def _case(suite: ET.Element, name: str, outcome: str | None, kind: str, message: str) -> None:

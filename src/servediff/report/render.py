@@ -25,8 +25,8 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from servediff.gate.result import GateReport
 from servediff.report import figures, fmt, html_doc, markdown_doc, mdtext, sections, wording
-from servediff.report.gate_model import GateReport
 from servediff.report.model import Report
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"

@@ -17,8 +17,8 @@ from servediff.compare.sample_size import Sizing, VarianceParts
 from servediff.compare.sampled import Sampled, SampledPair
 from servediff.compare.sampled_divergence import FirstDivergences
 from servediff.compare.speed import Interval
+from servediff.gate.result import GateReport
 from servediff.report import fmt
-from servediff.report.gate_model import GateReport
 from servediff.report.model import (
     AttributionView,
     Claim,
@@ -27,7 +27,6 @@ from servediff.report.model import (
     FactorRow,
     ItemCauseView,
     ReplicaCheck,
-    Report,
 )
 
 STATUS_NOTE = {
@@ -405,21 +404,6 @@ def sizing_parts(z: Sizing) -> str:
 def items_count(n: int | None, k: int) -> str:
     """Items, and in brackets the draws they take (items × k) per configuration."""
     return "any (no variance seen)" if n is None else f"{fmt.count(n)} ({fmt.count(n * k)})"
-
-
-def failed_checks(report: Report) -> list[str]:
-    """``compare --margin``'s checks, as lines naming what failed (none: exit 0): every control
-    deterministic, every scored pair non-inferior at the margin (fixed-n Newcombe)."""
-    bad = [
-        f"control {c.a} ({c.suite}): {c.verdict}"
-        for c in report.controls
-        if c.verdict in ("NOT deterministic", "seeds NOT honoured")
-    ]
-    pairs = [q for q in (report.quality.pairs if report.quality else ()) if q.kind == "pair"]
-    if not pairs:
-        bad.append("no pair of scored runs to judge at the margin")
-    bad += [f"{q.b} vs {q.a} ({q.suite}): {q.verdict}" for q in pairs if q.verdict != "non-inferior"]
-    return bad
 
 
 def replica_line(c: ReplicaCheck) -> str:

@@ -23,8 +23,8 @@ import numpy as np
 from servediff.compare import quality, sequential
 from servediff.compare.sequential import Tally
 from servediff.engines import Engine
+from servediff.gate.result import Checkpoint, Determinism, GateReport
 from servediff.record import Run, read_run
-from servediff.report.gate_model import Checkpoint, Determinism, GateReport
 from servediff.runner import RunPlan, execute
 from servediff.suites import Suite
 from servediff.types import SamplingParams

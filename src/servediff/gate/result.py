@@ -2,9 +2,9 @@
 
     servediff gate --config-a stock --config-b tuned --suite gsm8k --margin 0.02 --json
 
-A small frozen model beside ``report.model.Report``: ``gate.run_gate`` builds it from the
-records, ``render.gate_markdown`` and ``junit.write`` render it, ``render.gate_summary`` is its
-JSON. Nothing here is computed by a renderer.
+The gate's own result, in the gate package (the domain), not in the report: ``gate.run_gate``
+builds it from the records, ``report.render.gate_markdown`` and ``report.junit.write`` render it,
+``report.render.gate_summary`` is its JSON. Nothing here is computed by a renderer.
 """
 
 from __future__ import annotations
