@@ -13,7 +13,7 @@ How to add a section
    paragraphs, bullets, tables of cells with an optional tone, figures). It formats numbers with
    ``report.fmt`` and computes none; an empty tuple leaves the section out.
 3. Register it in ``SECTIONS`` below: its name, its function and its slot (the place on the
-   page: "top", "checks", "sampled", "appendix"). Both the Markdown and the HTML report then
+   page: "top", "summary", "checks", "sampled", "appendix"). Both the Markdown and the HTML report then
    show it: ``report.markdown_doc`` and ``report.html_doc`` lay the tree out where each
    template marks the slot with ``{{ slot("<slot>", r) }}``; no template changes.
 
@@ -29,11 +29,11 @@ from typing import Literal
 
 from servediff.report.document import Block
 from servediff.report.model import Report
-from servediff.report.sections import claims, placements, replicas, runs, sampled, verdicts
+from servediff.report.sections import claims, placements, replicas, runs, sampled, summary, verdicts
 
 Section = Callable[[Report], tuple[Block, ...]]
 # Where on the page a section goes: each template marks these places with ``slot(...)``.
-Slot = Literal["top", "checks", "sampled", "appendix"]
+Slot = Literal["top", "summary", "checks", "sampled", "appendix"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +46,7 @@ class Entry:
 # In page order within each slot.
 SECTIONS: tuple[Entry, ...] = (
     Entry("verdicts", verdicts.blocks, "top"),
+    Entry("summary", summary.blocks, "summary"),
     Entry("claims", claims.blocks, "checks"),
     Entry("placements", placements.blocks, "checks"),
     Entry("replicas", replicas.blocks, "checks"),
