@@ -13,9 +13,9 @@ How to add a section
    paragraphs, bullets, tables of cells with an optional tone, figures). It formats numbers with
    ``report.fmt`` and computes none; an empty tuple leaves the section out.
 3. Register it in ``SECTIONS`` below: its name, its function and its slot (the place on the
-   page: "top", "summary", "checks", "sampled", "appendix"). Both the Markdown and the HTML report then
-   show it: ``report.markdown_doc`` and ``report.html_doc`` lay the tree out where each
-   template marks the slot with ``{{ slot("<slot>", r) }}``; no template changes.
+   page, one of ``Slot``). Both the Markdown and the HTML report then show it:
+   ``report.markdown_doc`` and ``report.html_doc`` lay the tree out where each template marks
+   the slot with ``{{ slot("<slot>", r) }}``; no template changes.
 
 A section that has not been ported yet is still written in both templates; ported ones are
 only a ``slot(...)`` call there.
@@ -29,11 +29,11 @@ from typing import Literal
 
 from servediff.report.document import Block
 from servediff.report.model import Report
-from servediff.report.sections import claims, placements, replicas, runs, sampled, summary, verdicts
+from servediff.report.sections import claims, method, placements, replicas, runs, sampled, summary, verdicts
 
 Section = Callable[[Report], tuple[Block, ...]]
 # Where on the page a section goes: each template marks these places with ``slot(...)``.
-Slot = Literal["top", "summary", "checks", "sampled", "appendix"]
+Slot = Literal["top", "summary", "checks", "method", "sampled", "appendix"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +50,7 @@ SECTIONS: tuple[Entry, ...] = (
     Entry("claims", claims.blocks, "checks"),
     Entry("placements", placements.blocks, "checks"),
     Entry("replicas", replicas.blocks, "checks"),
+    Entry("method", method.blocks, "method"),
     Entry("sampled", sampled.blocks, "sampled"),
     Entry("runs", runs.blocks, "appendix"),
 )
