@@ -29,11 +29,21 @@ from typing import Literal
 
 from servediff.report.document import Block
 from servediff.report.model import Report
-from servediff.report.sections import claims, method, placements, replicas, runs, sampled, summary, verdicts
+from servediff.report.sections import (
+    claims,
+    identity,
+    method,
+    placements,
+    replicas,
+    runs,
+    sampled,
+    summary,
+    verdicts,
+)
 
 Section = Callable[[Report], tuple[Block, ...]]
 # Where on the page a section goes: each template marks these places with ``slot(...)``.
-Slot = Literal["top", "summary", "checks", "method", "sampled", "appendix"]
+Slot = Literal["top", "summary", "checks", "method", "identity", "sampled", "appendix"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +61,8 @@ SECTIONS: tuple[Entry, ...] = (
     Entry("placements", placements.blocks, "checks"),
     Entry("replicas", replicas.blocks, "checks"),
     Entry("method", method.blocks, "method"),
+    Entry("identity", identity.blocks, "identity"),
+    Entry("parts", identity.parts, "identity"),
     Entry("sampled", sampled.blocks, "sampled"),
     Entry("runs", runs.blocks, "appendix"),
 )
