@@ -4,8 +4,9 @@ embedded engine (one thread), keep their records, and write every study's summar
     python scripts/reference_summaries.py                    # run the small studies, write every summary
     python scripts/reference_summaries.py --summaries-only   # only (re)write the summaries
 
-The records are kept with machine paths replaced (the interpreter's prefix, the output folder),
-so nothing local is committed; the summaries are built from the kept records. Re-run only when a
+The records are kept with machine paths replaced by neutral ones (the interpreter's prefix by
+/venv, the output folder by /out, the repository by /repo), so nothing local is committed; the
+summaries are built from the kept records. Re-run only when a
 summary is meant to change, and say why in the commit.
 """
 
@@ -87,7 +88,7 @@ def keep(src: Path, dest: Path, work: Path) -> None:
     shutil.rmtree(dest, ignore_errors=True)
     for path in src.rglob("*.jsonl"):
         text = path.read_text(encoding="utf-8")
-        for local, placeholder in ((str(work), "OUT"), (sys.prefix, "PREFIX"), (str(ROOT), "REPO")):
+        for local, placeholder in ((str(work), "/out"), (sys.prefix, "/venv"), (str(ROOT), "/repo")):
             text = text.replace(json.dumps(local)[1:-1], placeholder)
         target = dest / path.relative_to(src)
         target.parent.mkdir(parents=True, exist_ok=True)
