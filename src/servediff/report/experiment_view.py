@@ -66,26 +66,35 @@ def _claims(label: str, suite: str, run: Run) -> list[Claim]:
 
 
 def grouped(claims: tuple[Claim, ...]) -> tuple[ClaimGroup, ...]:
-    """One row per configuration and claim: runs whose claim reads the same (engine, version,
-    status, detail) are listed together instead of repeated."""
-    groups: dict[tuple[object, ...], list[Claim]] = {}
+    """One row per configuration and finding: the runs whose claim reads the same (engine,
+    version, status, detail) are listed together, and the claims of one configuration that end
+    the same way over the same runs share their row, instead of one row per run and claim."""
+    by_claim: dict[tuple[object, ...], list[Claim]] = {}
     for c in claims:
         key = (c.label, c.profile, c.serves, c.version, c.claim, c.status, c.detail, c.flagged)
-        groups.setdefault(key, []).append(c)
-    return tuple(
-        ClaimGroup(
-            label=cs[0].label,
-            profile=cs[0].profile,
-            starts=tuple(dict.fromkeys(c.start for c in cs)),
-            serves=cs[0].serves,
-            version=cs[0].version,
-            claim=cs[0].claim,
-            status=cs[0].status,
-            detail=cs[0].detail,
-            flagged=cs[0].flagged,
-            runs=tuple((c.suite, c.repeat) for c in cs),
-        )
-        for cs in groups.values()
+        by_claim.setdefault(key, []).append(c)
+    rows: dict[tuple[object, ...], list[list[Claim]]] = {}
+    for cs in by_claim.values():
+        c, runs = cs[0], tuple((x.suite, x.repeat) for x in cs)
+        rows.setdefault(
+            (c.label, c.profile, c.serves, c.version, c.status, c.detail, c.flagged, runs), []
+        ).append(cs)
+    return tuple(_group(row) for row in rows.values())
+
+
+def _group(row: list[list[Claim]]) -> ClaimGroup:
+    c = row[0][0]
+    return ClaimGroup(
+        label=c.label,
+        profile=c.profile,
+        starts=tuple(dict.fromkeys(x.start for x in row[0])),
+        serves=c.serves,
+        version=c.version,
+        claims=tuple(cs[0].claim for cs in row if cs[0].claim is not None),
+        status=c.status,
+        detail=c.detail,
+        flagged=c.flagged,
+        runs=tuple((x.suite, x.repeat) for x in row[0]),
     )
 
 

@@ -254,7 +254,7 @@ class ClaimGroup:
     starts: tuple[str, ...]  # each run's start (startup seconds or launch kind), distinct, in run order
     serves: str
     version: str
-    claim: str | None
+    claims: tuple[str, ...]  # empty: the configuration claims nothing checkable
     status: str
     detail: str
     flagged: bool

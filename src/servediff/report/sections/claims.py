@@ -7,10 +7,22 @@ it holds for (a claim that reads the same in every run is said once).
 from __future__ import annotations
 
 from servediff.report import wording
-from servediff.report.document import Block, Cell, Heading, Paragraph, Table, Tone, cell, code, spans, strong
+from servediff.report.document import (
+    Block,
+    Cell,
+    Heading,
+    Paragraph,
+    Span,
+    Table,
+    Tone,
+    cell,
+    code,
+    spans,
+    strong,
+)
 from servediff.report.model import ClaimGroup, Report
 
-HEADER = ("configuration", "engine", "start", "serves", "version", "runs", "claim", "status", "detail")
+HEADER = ("configuration", "engine", "start", "serves", "version", "runs", "claims", "status", "detail")
 
 
 def blocks(r: Report) -> tuple[Block, ...]:
@@ -32,10 +44,19 @@ def _row(g: ClaimGroup) -> tuple[Cell, ...]:
         cell(g.serves),
         cell(g.version),
         cell(runs),
-        cell(code(g.claim) if g.claim else "none claimed"),
+        _claims(g.claims),
         cell(strong(g.status), tone="bad") if g.flagged else cell(g.status, tone=_tone(g.status)),
         cell(g.detail),
     )
+
+
+def _claims(claims: tuple[str, ...]) -> Cell:
+    if not claims:
+        return cell("none claimed")
+    parts: list[Span | str] = []
+    for i, c in enumerate(claims):
+        parts += [", ", code(c)] if i else [code(c)]
+    return cell(*parts)
 
 
 def _tone(status: str) -> Tone | None:
