@@ -82,7 +82,9 @@ def page_text(page: str) -> str:
 
 
 STUDIED = [
-    s for s in STUDIES if s.name in ("constructed", "demo", "sampled", "gpu-full", "gpu-kl", "gpu-factors")
+    s
+    for s in STUDIES
+    if s.name in ("constructed", "demo", "sampled", "gate", "gpu-full", "gpu-kl", "gpu-factors")
 ]
 
 
