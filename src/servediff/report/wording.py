@@ -401,9 +401,9 @@ def sizing_parts(z: Sizing) -> str:
     return f"B − A per draw: {parts(z.paired)}; A: {parts(z.a)}; B: {parts(z.b)}"
 
 
-def items_count(n: int | None, k: int) -> str:
+def items_count(n: int | None, draws: int | None) -> str:
     """Items, and in brackets the draws they take (items × k) per configuration."""
-    return "any (no variance seen)" if n is None else f"{fmt.count(n)} ({fmt.count(n * k)})"
+    return "any (no variance seen)" if n is None or draws is None else f"{fmt.count(n)} ({fmt.count(draws)})"
 
 
 def replica_line(c: ReplicaCheck) -> str:

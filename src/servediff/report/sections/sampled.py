@@ -147,8 +147,8 @@ def _sizes(sv: Sampled) -> list[Block]:
         (
             *_names(p),
             cell(str(d.k)),
-            cell(wording.items_count(d.paired, d.k)),
-            cell(wording.items_count(d.unpaired, d.k)),
+            cell(wording.items_count(d.paired, d.paired_draws)),
+            cell(wording.items_count(d.unpaired, d.unpaired_draws)),
         )
         for p in sized
         if p.sizing
