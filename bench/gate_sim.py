@@ -1,6 +1,7 @@
 """Simulated paired runs: the sequential gate against peeking at a fixed-n test, and items needed.
 
     python bench/gate_sim.py            # about a minute on two cores; --runs to change the size
+    python bench/gate_sim.py --plan     # the budget plan (compare.gate_budget) against simulation
 
 Each simulated run draws per-item differences D = correct_B − correct_A in {−1, 0, +1} with
 discordance ψ (the share of items where A and B disagree) and true Δ = E[D]:
@@ -14,6 +15,11 @@ P(D = +1) = (ψ + Δ)/2, P(D = −1) = (ψ − Δ)/2. Three questions:
 3. The fixed-n design with the same one-sided α and the same power: the smallest n at which
    the Newcombe non-inferiority test passes as often at Δ = 0 (found by simulation, same seed).
 
+With ``--plan``: for several discordances and powers, the budget ``compare.gate_budget`` plans,
+the items it expects, and the same gates simulated with that budget (their power and mean
+items), against the fixed-n design of the same α and power (normal approximation, and the
+one-shot Newcombe test simulated).
+
 Counts at each look are all a test needs (both tests depend on the data through c, b, n only),
 so runs are simulated as cumulative counts, vectorised over runs with numpy.
 """
@@ -26,7 +32,7 @@ import time
 
 import numpy as np
 
-from servediff.compare import stats
+from servediff.compare import gate_budget, stats
 from servediff.compare.sequential import GRID
 
 
@@ -111,6 +117,30 @@ def fixed_n_for_power(rng: np.random.Generator, psi: float, delta: float, alpha:
     return hi
 
 
+def plan_table(rng: np.random.Generator, runs: int, delta: float, alpha: float, batch: int) -> None:
+    """The planned budget and expected items against simulated gates with that budget, Δ = 0."""
+    print(f"δ = {delta}, one-sided α = {alpha}, looks every {batch} items, {runs} simulated gates per row")
+    print(
+        "\n| discordance | power wanted | budget planned | expected items: plan / simulated "
+        "| power simulated | fixed n: formula / Newcombe simulated | expected against fixed n |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for psi in (0.02, 0.04, 0.07, 0.10, 0.15):
+        for power in (0.8, 0.9, 0.95):
+            t0 = time.perf_counter()
+            p = gate_budget.plan(delta, alpha, psi, power, batch)
+            c, b = counts(rng, runs, p.budget, psi, 0.0)
+            verdict, used = sequential(c, b, delta, alpha, batch)
+            newcombe = fixed_n_for_power(rng, psi, delta, alpha, power)
+            change = used.mean() / p.fixed_n - 1
+            print(
+                f"| {psi:.0%} | {power} | {p.budget:,} | {p.expected:,} / {used.mean():,.0f} "
+                f"| {(verdict == 1).mean():.3f} | {p.fixed_n:,} / {newcombe:,} "
+                f"| {abs(change):.0%} {'more' if change > 0 else 'fewer'} |"
+                f"  <!-- {time.perf_counter() - t0:.0f} s -->"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=2000)
@@ -118,9 +148,13 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=10)
     ap.add_argument("--delta", type=float, default=0.02)
     ap.add_argument("--alpha", type=float, default=0.025)
+    ap.add_argument("--plan", action="store_true", help="the budget plan against simulated gates")
     args = ap.parse_args()
     rng = np.random.default_rng(2026)
     d, a = args.delta, args.alpha
+    if args.plan:
+        plan_table(rng, args.runs, d, a, args.batch)
+        return
     print(f"δ = {d}, one-sided α = {a}, looks every {args.batch} items up to {args.max_items}, ", end="")
     print(f"{args.runs} runs")
     print(

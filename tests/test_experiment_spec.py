@@ -206,6 +206,10 @@ def test_replicas_resources_and_the_executor(tmp_path: Path) -> None:
         (GOOD.replace(REMOTE, REMOTE + "\nresources = { num_gpus = -1 }"), 22, "resources.num_gpus must be"),
         (GOOD.replace(REMOTE, 'base_url = ["http://a", "http://a"]'), 21, "lists a URL twice"),
         (GOOD.replace(REMOTE, "base_url = []"), 21, "a URL or a list of URLs"),
+        # strict types at the boundary: an environment variable is a string, a count no boolean
+        (GOOD.replace('label = "spec"', 'label = "spec"\nenv = { A = 1 }'), 16, "env.A has the wrong type"),
+        (GOOD.replace("control_repeats = 2", "control_repeats = true"), 2, "control_repeats must be a"),
+        (GOOD.replace("[sampling]", "[sampling]\nthinking = 1"), 5, "thinking must be one of 'on', 'off'"),
     ],
 )
 def test_mistakes_name_the_line(tmp_path: Path, text: str, line: int | None, message: str) -> None:

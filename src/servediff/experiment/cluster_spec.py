@@ -6,10 +6,11 @@ resources, and its replicas (several URLs, or ``replicas = N`` launched copies).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from servediff.experiment.source import Source, check_keys, integer, typed
+from servediff.experiment.source import Source
+from servediff.experiment.tables import ConfigurationTable, ExecutorKind, Records
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,76 +31,49 @@ class Executor:
     this machine's output folder; "shared" lets the workers write into it (a shared filesystem).
     """
 
-    kind: str = "local"
+    kind: ExecutorKind = "local"
     address: str | None = None
-    records: str = "stream"
+    records: Records = "stream"
 
 
 # --- where configurations run --------------------------------------------------------------------
-EXECUTOR_KEYS = ("kind", "address", "records")
-
-
-def executor(src: Source, table: Any) -> Executor:
-    if not isinstance(table, dict):
-        raise src.error("[executor] must be a table", src.line("executor"))
-    check_keys(src, table, EXECUTOR_KEYS, "[executor]", "executor")
-    kind = table.get("kind", "local")
-    if kind not in ("local", "ray"):
-        raise src.error(f"executor.kind must be 'local' or 'ray', got {kind!r}", src.line("kind", "executor"))
-    records = table.get("records", "stream")
-    if records not in ("stream", "shared"):
-        raise src.error(
-            f"executor.records must be 'stream' or 'shared', got {records!r}", src.line("records", "executor")
-        )
-    address = table.get("address")
-    if address is not None:
-        typed(src, address, str, "address", src.line("address", "executor"))
-    return Executor(kind=kind, address=address, records=records)
-
-
-def base_urls(src: Source, table: dict[str, Any], label: str, line: Any) -> tuple[str, ...]:
+def base_urls(src: Source, table: ConfigurationTable, line: Callable[[str], int | None]) -> tuple[str, ...]:
     """``base_url``: one server, or a list of replicas of one configuration (already running)."""
-    value = table.get("base_url")
-    if value is None:
+    urls = table.base_url
+    if urls is None:
         return ()
-    urls = value if isinstance(value, list) else [typed(src, value, str, "base_url", line("base_url"))]
-    if not isinstance(urls, list) or not urls or not all(isinstance(u, str) and u for u in urls):
+    if not urls or not all(urls):
         raise src.error(
-            f"configuration {label!r}: base_url must be a URL or a list of URLs (replicas)", line("base_url")
+            f"configuration {table.label!r}: base_url must be a URL or a list of URLs (replicas)",
+            line("base_url"),
         )
     if len(set(urls)) < len(urls):
-        raise src.error(f"configuration {label!r}: base_url lists a URL twice", line("base_url"))
+        raise src.error(f"configuration {table.label!r}: base_url lists a URL twice", line("base_url"))
     return tuple(urls)
 
 
-def replicas(src: Source, table: dict[str, Any], label: str, line: Any, urls: tuple[str, ...]) -> int:
-    if "replicas" not in table:
+def replicas(
+    src: Source, table: ConfigurationTable, line: Callable[[str], int | None], urls: tuple[str, ...]
+) -> int:
+    if table.replicas is None:
         return max(1, len(urls))
-    n = integer(src, table["replicas"], "replicas", line("replicas"), 1)
-    if "launch" not in table:
+    n = table.replicas
+    if table.launch is None:
         raise src.error(
-            f"configuration {label!r}: replicas = N launches N copies of 'launch'; "
+            f"configuration {table.label!r}: replicas = N launches N copies of 'launch'; "
             "for servers already running, list their URLs in base_url",
             line("replicas"),
         )
-    if n > 1 and "port" in table:
+    if n > 1 and table.port is not None:
         raise src.error(
-            f"configuration {label!r}: {n} replicas cannot share one fixed port; use {{port}}",
+            f"configuration {table.label!r}: {n} replicas cannot share one fixed port; use {{port}}",
             line("port"),
         )
     return n
 
 
-def resources(src: Source, table: dict[str, Any], label: str, line: Any) -> Resources:
-    value = table.get("resources", {})
-    if not isinstance(value, dict):
-        raise src.error(f"configuration {label!r}: resources must be a table", line("resources"))
-    for key, amount in value.items():
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
-            raise src.error(
-                f"configuration {label!r}: resources.{key} must be a number >= 0, got {amount!r}",
-                line("resources"),
-            )
+def resources(table: ConfigurationTable) -> Resources:
+    value = table.resources
     custom = tuple(sorted((k, float(v)) for k, v in value.items() if k not in ("num_gpus", "num_cpus")))
     return Resources(
         num_gpus=float(value.get("num_gpus", 0.0)), num_cpus=float(value.get("num_cpus", 1.0)), custom=custom

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from servediff.compare.attribution import design_sets
 from servediff.compare.vocabulary import DesignKind
-from servediff.experiment.source import Source, check_keys
+from servediff.experiment.source import Source
+from servediff.experiment.tables import ExperimentFile, FactorTable
 
-FACTOR_KEYS = ("name", "knobs", "args", "env")
-DESIGNS = ("one-at-a-time", "factorial", "all")
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 MAX_FACTORIAL = 4  # 16 configurations: beyond that, one factor at a time
 MAX_ONE_AT_A_TIME = 8
@@ -82,19 +81,16 @@ class Design:
         return "".join(f"+{f}" for f in on)
 
 
-def parse_design(src: Source, raw: dict[str, Any], control: str) -> Design | None:
+def parse_design(src: Source, file: ExperimentFile, control: str) -> Design | None:
     """The ``design`` and ``[[factors]]`` of the experiment file, checked; None without factors."""
-    tables = raw.get("factors")
-    if tables is None:
-        if "design" in raw:
+    if file.factors is None:
+        if file.design is not None:
             raise src.error("'design' needs [[factors]] tables to expand", src.line("design"))
         return None
-    if not isinstance(tables, list) or not tables:
+    if not file.factors:
         raise src.error("factors must be [[factors]] tables (name; knobs, args or env)", src.line("factors"))
-    kind = raw.get("design", "one-at-a-time")
-    if kind not in DESIGNS:
-        raise src.error(f"design must be one of {list(DESIGNS)}, got {kind!r}", src.line("design"))
-    factors = tuple(_factor(src, t, n) for n, t in enumerate(tables))
+    kind = file.design or "one-at-a-time"
+    factors = tuple(_factor(src, t, n) for n, t in enumerate(file.factors))
     names = [f.name for f in factors]
     again = next((n for n, x in enumerate(names) if x in names[:n]), None)
     if again is not None:
@@ -106,32 +102,23 @@ def parse_design(src: Source, raw: dict[str, Any], control: str) -> Design | Non
             src.line("design") or src.line("factors"),
         )
     _no_overlap(src, factors)
-    return Design(cast(DesignKind, kind), control, factors)
+    return Design(kind, control, factors)
 
 
-def _factor(src: Source, table: Any, n: int) -> Factor:
-    def line(key: str) -> int | None:
-        return src.line(key, "factors", n)
-
-    if not isinstance(table, dict):
-        raise src.error(f"factors #{n + 1} must be a table", line("factors"))
-    check_keys(src, table, FACTOR_KEYS, f"factors #{n + 1}", "factors", n)
-    name = table.get("name")
-    if not isinstance(name, str) or not NAME.match(name):
+def _factor(src: Source, table: FactorTable, n: int) -> Factor:
+    name = table.name
+    if not NAME.match(name):
         raise src.error(
             f"factors #{n + 1}: 'name' is required (a letter, then letters, digits or '_'), got {name!r}",
-            line("name"),
+            src.line("name", "factors", n),
         )
-    knobs, args, env = table.get("knobs", {}), table.get("args", []), table.get("env", {})
-    if not isinstance(knobs, dict):
-        raise src.error(f"factor {name!r}: knobs must be a table", line("knobs"))
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        raise src.error(f"factor {name!r}: args must be a list of strings (argv to append)", line("args"))
-    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        raise src.error(f"factor {name!r}: env must be a table of strings", line("env"))
-    if not (knobs or args or env):
-        raise src.error(f"factor {name!r} changes nothing: give knobs, args or env", line("name"))
-    return Factor(name, tuple(sorted(knobs.items())), tuple(args), tuple(sorted(env.items())))
+    if not (table.knobs or table.args or table.env):
+        raise src.error(
+            f"factor {name!r} changes nothing: give knobs, args or env", src.line("name", "factors", n)
+        )
+    return Factor(
+        name, tuple(sorted(table.knobs.items())), tuple(table.args), tuple(sorted(table.env.items()))
+    )
 
 
 def _no_overlap(src: Source, factors: tuple[Factor, ...]) -> None:

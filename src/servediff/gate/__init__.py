@@ -6,21 +6,25 @@ Items run in one seeded random order on both configurations (paired), batch by b
 ordinary run records (so a re-run resumes and nothing is lost). After every batch the
 anytime-valid confidence sequence of ``compare.sequential`` is updated, and the gate stops as
 soon as it lies above −margin (pass) or below it (fail), or at the item budget (inconclusive).
-Because the sequence is valid at every n, stopping early costs no error rate. Errored items are
-recorded errors: they are left out of the sequence and counted, never scored as wrong. The
-control is first run twice on a few items: a greedy control that does not reproduce itself
-makes every comparison meaningless.
+Because the sequence is valid at every n, stopping early costs no error rate. With ``--power``
+the budget is planned (``compare.gate_budget``) from the margin, α and the discordance, given or
+measured on a pilot, and the gate says beforehand what it expects to use against a fixed-n
+design. Errored items are recorded errors: they are left out of the sequence and counted, never
+scored as wrong. The control is first run twice on a few items: a greedy control that does not
+reproduce itself makes every comparison meaningless.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from servediff.compare import quality, sequential
+from servediff.compare import gate_budget, quality, sequential
+from servediff.compare.gate_budget import GatePlan
 from servediff.compare.sequential import Tally
 from servediff.engines import Engine
 from servediff.gate.result import Checkpoint, Determinism, GateReport
@@ -49,6 +53,9 @@ class GateOptions:
     seed: int = 0  # the item order
     determinism_items: int = 5  # 0: no determinism check
     progress: bool = False
+    power: float | None = None  # plan the budget for this power at Δ = 0 (None: the budget is given)
+    discordance: float | None = None  # the plan's estimate; None: measured on the pilot
+    pilot: int = 100  # scored items that estimate the discordance when none is given
 
 
 def gate_order(suite: Suite, seed: int, max_items: int | None) -> Suite:
@@ -117,8 +124,9 @@ def run_gate(a: Side, b: Side, suite: Suite, opts: GateOptions) -> GateReport:
     determinism: Determinism | None = None
     points: list[Checkpoint] = []
     t, errors, verdict, end = Tally(0, 0, 0), 0, None, 0
-    while verdict is None and end < len(ids):
-        batch = ids[end : end + opts.batch]
+    budget, planned = budget_plan(opts, len(ids), t)
+    while verdict is None and end < budget:
+        batch = ids[end : min(end + opts.batch, budget)]
         end += len(batch)
         for side in (a, b):
             plan = _plan(side, ordered, paths[side.label])
@@ -128,13 +136,16 @@ def run_gate(a: Side, b: Side, suite: Suite, opts: GateOptions) -> GateReport:
         t, errors = tally(read_run(paths[a.label]), read_run(paths[b.label]), ids[:end])
         points.append(checkpoint(t, opts.alpha))
         verdict = sequential.decide(t, opts.margin, opts.alpha)
+        if planned is None and verdict is None:  # the pilot may have measured the discordance now
+            budget, planned = budget_plan(opts, len(ids), t)
+            budget = max(budget, end)
     return GateReport(
         suite=suite.name,
         a=a.label,
         b=b.label,
         margin=opts.margin,
         alpha=opts.alpha,
-        max_items=len(ids),
+        max_items=budget,
         verdict=verdict or "inconclusive",
         tally=t,
         errors=errors,
@@ -143,6 +154,27 @@ def run_gate(a: Side, b: Side, suite: Suite, opts: GateOptions) -> GateReport:
         determinism=determinism or Determinism("skipped", 0, 0, 0),
         records=tuple(str(p) for p in paths.values()),
     )
+
+
+def budget_plan(opts: GateOptions, items: int, t: Tally) -> tuple[int, GatePlan | None]:
+    """The item budget and its plan, said on stderr once the discordance is known: given, or
+    measured on the first ``pilot`` scored items. Until then the budget is every item.
+
+    Choosing the budget from the data the gate has seen keeps its error rates: the confidence
+    sequence holds at every n, so when to stop may depend on anything observed."""
+    if opts.discordance is not None:
+        psi = opts.discordance
+    elif t.n >= opts.pilot:
+        psi = (t.b + t.c) / t.n
+    else:
+        return items, None
+    if opts.power is None:
+        planned = gate_budget.at_budget(opts.margin, opts.alpha, psi, items, opts.batch)
+    else:
+        planned = gate_budget.plan(opts.margin, opts.alpha, psi, opts.power, opts.batch, limit=items)
+    source = "given" if opts.discordance is not None else f"measured on the first {t.n} items"
+    print(f"{gate_budget.describe(planned)} [discordance {source}]", file=sys.stderr, flush=True)
+    return planned.budget, planned
 
 
 def build_side(label: str, config: str | None, base_url: str | None, shared: SideSource) -> Side:

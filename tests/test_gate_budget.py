@@ -1,0 +1,77 @@
+"""The gate's budget plan against simulated gates, and the gate choosing its budget from it."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from servediff.compare import gate_budget
+from servediff.compare.sequential import Tally
+from servediff.gate import GateOptions, budget_plan
+
+SIM = Path(__file__).resolve().parent.parent / "bench" / "gate_sim.py"
+
+
+def _sim() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gate_sim", SIM)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("discordance", "power"), [(0.04, 0.8), (0.04, 0.9), (0.10, 0.8), (0.10, 0.9)])
+def test_the_planned_budget_gives_the_power_in_simulated_gates(discordance: float, power: float) -> None:
+    """1,000 gates at Δ = 0 (the sequential rule of bench/gate_sim.py, the one compare.sequential
+    decides by): they pass within the budget at least as often as planned (one standard error is
+    about 0.012), and use no more items on average than the plan expects, nor 18 % fewer."""
+    p = gate_budget.plan(0.02, 0.025, discordance, power)
+    sim = _sim()
+    c, b = sim.counts(np.random.default_rng(7), 1000, p.budget, discordance, 0.0)
+    verdict, used = sim.sequential(c, b, 0.02, 0.025, 10)
+    assert p.power >= power and (verdict == 1).mean() >= power - 0.03
+    assert 0.82 * p.expected <= used.mean() <= 1.02 * p.expected
+
+
+def test_the_fixed_n_design_is_the_normal_approximation() -> None:
+    p = gate_budget.plan(0.02, 0.025, 0.04, 0.8)
+    z = norm.ppf(1 - 0.025) + norm.ppf(p.power)
+    assert p.fixed_n == int(np.ceil(z * z * 0.04 / 0.02**2))
+    assert 785 <= p.fixed_n <= 800  # 785 at exactly 0.8
+
+
+def test_what_the_gate_saves_depends_on_the_power() -> None:
+    """At the power a fixed-n design is usually planned for the gate expects more items than it;
+    asked for more power it expects fewer: the dependence BENCHMARKS.md tabulates."""
+    low, high = (gate_budget.plan(0.02, 0.025, 0.04, power) for power in (0.8, 0.95))
+    assert low.expected > low.fixed_n and high.expected < high.fixed_n
+    assert low.budget < high.budget and low.saving < high.saving
+    wider = gate_budget.plan(0.02, 0.025, 0.10, 0.8)
+    assert wider.budget > low.budget and wider.expected > low.expected
+
+
+def test_a_budget_too_small_for_the_power_says_what_it_would_need() -> None:
+    p = gate_budget.plan(0.02, 0.025, 0.10, 0.9, limit=500)
+    assert p.budget == 500 and p.power < 0.9
+    assert p.needed == gate_budget.plan(0.02, 0.025, 0.10, 0.9).budget
+    assert "the power wanted needs" in gate_budget.describe(p)
+
+
+def test_the_gate_plans_once_the_pilot_measured_the_discordance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    opts = GateOptions(tmp_path, margin=0.02, alpha=0.025, power=0.9, pilot=100)
+    assert budget_plan(opts, 3000, Tally(c=2, b=1, z=47)) == (3000, None)  # pilot not done
+    assert capsys.readouterr().err == ""
+    budget, planned = budget_plan(opts, 3000, Tally(c=3, b=2, z=95))
+    assert planned == gate_budget.plan(0.02, 0.025, 0.05, 0.9, limit=3000) and budget == planned.budget
+    assert "discordance 5.0%" in capsys.readouterr().err
+    # without --power the budget stays the suite's, and the plan says what it buys
+    given = GateOptions(tmp_path, margin=0.02, alpha=0.025, discordance=0.04)
+    budget, planned = budget_plan(given, 3000, Tally(0, 0, 0))
+    assert budget == 3000 and planned is not None and 0.95 < planned.power < 1
