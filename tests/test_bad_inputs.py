@@ -37,6 +37,7 @@ class Case:
     message: str  # a fragment of the one line on stderr ("{d}" as in argv)
     files: dict[str, str | bytes] = field(default_factory=dict)
     records: bool = False  # also write two valid run records, {d}/a.jsonl and {d}/b.jsonl
+    schema: int | None = None  # with records: a.jsonl's header says this schema_version
     subprocess: bool = False  # run as `python -m servediff` rather than in-process
 
 
@@ -55,6 +56,11 @@ GOOD_SUITE = suite({"id": "b", "prompt": "Say bye."})
 def run_case(id: str, *extra: str, message: str) -> Case:
     """`run` on a good suite with one bad option (a later option wins in argparse)."""
     return Case(id, (*RUN, "--suite", "{d}/suite.jsonl", *extra), message, GOOD_SUITE)
+
+
+def score_case(id: str, *extra: str, message: str) -> Case:
+    """`run --score` on a file of texts, with an option scoring would ignore."""
+    return Case(id, (*RUN, "--score", "{d}/texts.txt", *extra), message, {"texts.txt": "One text.\n"})
 
 
 def suite_case(id: str, bad: object | bytes, message: str, **kw: bool) -> Case:
@@ -138,6 +144,10 @@ CASES: list[Case] = [
          "--near-tie: must be a finite number", records=True),
     Case("compare-near-tie-inf", ("compare", "{d}/a.jsonl", "{d}/b.jsonl", "--near-tie", "inf"),
          "--near-tie: must be a finite number", records=True),
+    Case("compare-schema-version-0", ("compare", "{d}/a.jsonl", "{d}/b.jsonl"),
+         "{d}/a.jsonl:1: bad header: schema_version must be from 1 to 3, not 0", records=True, schema=0),
+    Case("report-schema-version-negative", ("report", "{d}/a.jsonl", "{d}/b.jsonl"),
+         "{d}/a.jsonl:1: bad header: schema_version must be from 1 to 3, not -1", records=True, schema=-1),
     Case("compare-md-is-a-folder", ("compare", "{d}/a.jsonl", "{d}/b.jsonl", "--md", "{d}"),
          "is a folder, not a file", records=True),
     Case("report-near-tie-negative", ("report", "{d}/a.jsonl", "{d}/b.jsonl", "--near-tie", "-0.5"),
@@ -186,6 +196,22 @@ CASES: list[Case] = [
     run_case("run-batch-size-0", "--batch-size", "0", message="--batch-size: must be an integer >= 1"),
     run_case("run-out-under-a-file", "--out", "{d}/suite.jsonl/out.jsonl", message="{d}/suite.jsonl is a"),
     run_case("run-out-is-a-folder", "--out", "{d}", message="--out: {d} is a folder"),
+    run_case("run-samples-a-billion", "--temperature", "0.7", "--samples", "1000000000",
+             message="--samples: must be an integer from 1 to 1000, got '1000000000'"),
+    # --- run: options that would be accepted and then ignored ----------------------------------
+    score_case("run-score-with-suite", "--suite", "gsm8k", message="--score and --suite do not go together"),
+    score_case("run-score-with-temperature", "--temperature", "0.7",
+               message="--score and --temperature do not go together"),
+    score_case("run-score-with-temperature-0", "--temperature", "0",
+               message="--score and --temperature do not go together"),
+    score_case("run-score-with-samples", "--samples", "2",
+               message="--score and --samples do not go together"),
+    score_case("run-score-with-top-p", "--top-p", "0.9", message="--score and --top-p do not go together"),
+    score_case("run-score-with-top-k", "--top-k", "5", message="--score and --top-k do not go together"),
+    run_case("run-score-api-without-score", "--score-api", "vllm", message="--score-api needs --score"),
+    run_case("run-score-api-default-without-score", "--score-api", "llama-cpp-python",
+             message="--score-api needs --score"),
+    run_case("run-bos-text-without-score", "--bos-text", "<s>", message="--bos-text needs --score"),
     # --- suite lines: what would be sent as something else ------------------------------------
     suite_case("suite-prompt-int", {"id": "b", "prompt": 5}, "suite.jsonl:2: item 'b': 'prompt' must be"),
     suite_case("suite-prompt-list", {"id": "b", "prompt": ["x", "y"]}, "suite.jsonl:2: item 'b': 'prompt'"),
@@ -259,6 +285,8 @@ CASES: list[Case] = [
     exp_case("exp-max-tokens-negative", "max_tokens must be an integer >= 1", sampling="max_tokens = -5"),
     exp_case("exp-seed-negative", "seed must be an integer >= 0", sampling="seed = -1"),
     exp_case("exp-top-logprobs-negative", "top_logprobs must be an integer", sampling="top_logprobs = -2"),
+    exp_case("exp-samples-a-billion", "samples must be an integer from 1 to 1000, got 1000000000",
+             sampling="temperature = 0.7\nsamples = 1000000000"),
     exp_case("exp-suite-limit-0", "limit must be an integer >= 1", suites="limit = 0"),
     exp_case("exp-suite-limit-negative", "limit must be an integer >= 1", suites="limit = -1"),
     exp_case("exp-suite-seed-negative", "seed must be an integer >= 0", suites="seed = -3"),
@@ -297,6 +325,10 @@ def _prepare(case: Case, d: Path) -> list[str]:
     if case.records:
         write_run(d / "a.jsonl", "stock", [Line("q1", "The sky is blue.")])
         write_run(d / "b.jsonl", "tuned", [Line("q1", "The sky is grey.")])
+        if case.schema is not None:
+            head, *rest = (d / "a.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+            head = json.dumps({**json.loads(head), "schema_version": case.schema}) + "\n"
+            (d / "a.jsonl").write_text("".join([head, *rest]), encoding="utf-8")
     return [a.replace("{d}", str(d)) for a in case.argv]
 
 

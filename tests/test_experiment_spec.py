@@ -269,3 +269,19 @@ def test_the_control_runs_first(tmp_path: Path) -> None:
     """Whatever its place in the file: the others can then probe their side while they are up."""
     moved = load_experiment(write(tmp_path, 'control = "spec"\n' + GOOD))
     assert [s.label for s in plan_slots(moved)] == ["spec"] * 3 + ["stock", "remote"]
+
+
+def test_a_sweep_runs_each_of_several_suites_at_every_level(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        "[suites.prompts]\nlimit = 2", "[suites.prompts]\nlimit = 2\n[suites.shared-prefix]\nlimit = 2"
+    )
+    exp = load_experiment(
+        write(
+            tmp_path,
+            text + '[sweep]\nconcurrency = [1, 4]\nrepeats = 2\nsuite = ["prompts", "shared-prefix"]\n',
+        )
+    )
+    swept = [(s.suite.name, s.concurrency, s.repeat) for s in plan_slots(exp) if s.sweep]
+    assert swept == [(n, c, r) for n in ("prompts", "shared-prefix") for c in (1, 4) for r in (1, 2)]
+    with pytest.raises(ExperimentError, match=r"sweep\.suite 'gsm8k' is not one of the suites"):
+        load_experiment(write(tmp_path, text + '[sweep]\nsuite = ["prompts", "gsm8k"]\n'))

@@ -13,6 +13,7 @@ import pytest
 
 from servediff.cli import main
 from servediff.compare import gate_budget
+from servediff.report.xmltext import xml_text
 from tests.conftest import DATA_DIR, LlamaServer
 from tests.helpers.stub_server import Reply, Request, always, chat_body, stub_server
 from tests.test_checkpoints import requantise
@@ -152,3 +153,42 @@ def test_errored_items_do_not_count_against_a_candidate_that_answers_right(
     assert code == 0 and out["verdict"] == "pass"
     assert out["errors"] == sent.count(400) > 0
     assert out["tally"]["b"] == 0 and out["tally"]["n"] + out["errors"] == out["looked_at"]
+
+
+def test_hostile_labels_stay_file_names_inside_out_and_the_junit_file_parses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--label-a ../escaped` once wrote its record beside --out, and a label with '/' made a
+    folder; control characters in a label made the JUnit file unparseable. Embedded SmolLM2 on
+    one thread on both sides, 5 items."""
+    knobs = tmp_path / "knobs.toml"
+    knobs.write_text("[configs.one]\nthreads = 1\n", encoding="utf-8")
+    out, junit = tmp_path / "deep" / "runs", tmp_path / "gate.xml"
+    labels = ("../escaped", "a/b\x01\x1b[31m\x7f")
+    argv = ["gate", "--config-file", str(knobs), "--config-a", "one", "--config-b", "one",
+            "--label-a", labels[0], "--label-b", labels[1], "--suite", str(SUMS1), "--max-tokens", "4",
+            "--max-items", "5", "--batch", "5", "--determinism-items", "1", "--margin", "0.3",
+            "--out", str(out), "--junit", str(junit), "--md", str(tmp_path / "gate.md"),
+            "--no-progress"]  # fmt: skip
+    assert main(argv) in (0, 1)  # a verdict (pass or inconclusive), not an error
+    written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    records = [p for p in written if p.suffix == ".jsonl"]
+    assert len(records) == 3 and all(tmp_path / p.parent == out for p in records)  # A, B, A's repeat
+    assert set(written) == {*records, Path("knobs.toml"), Path("gate.xml"), Path("gate.md")}
+    assert sorted(json.loads((tmp_path / p).open().readline())["label"] for p in records) == sorted(
+        [labels[0], labels[0], labels[1]]
+    )  # the labels themselves are kept, as given
+    root = ET.parse(junit).getroot()  # a real XML parser: the file is well-formed
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("name") == "servediff gate a/b\\x01\\x1b[31m\x7f vs ../escaped"
+
+
+def test_xml_text_leaves_nothing_xml_forbids_and_keeps_everything_it_allows() -> None:
+    forbidden = "".join(map(chr, [*range(0x20), 0x7F, 0xD800, 0xDFFF, 0xFFFE, 0xFFFF]))
+    el = ET.Element("case", name=xml_text(forbidden))
+    el.text = xml_text(forbidden)
+    parsed = ET.fromstring(ET.tostring(el, encoding="unicode"))  # would raise on a forbidden character
+    for text in (parsed.text or "", parsed.get("name") or ""):
+        assert all(escape in text for escape in ("\\x01", "\\x1b", "\\ud800", "\\ufffe"))
+    allowed = "tab\there\nLF\rCR é € 😀 \x7f \ue000"
+    assert xml_text(allowed) == allowed

@@ -323,8 +323,9 @@ def test_inspect_empty_answer_is_no_answer() -> None:
     """``match`` writes an empty answer when the output holds no number (none of the fixture's
     outputs lacks one, so the rule is checked on the scorer's value shape directly)."""
     from servediff.importers.inspect import answer_of
+    from servediff.importers.inspect_log import Score
 
-    assert answer_of({"value": "I", "answer": ""}) is None
-    assert answer_of({"value": "I", "answer": "  "}) is None
-    assert answer_of({"value": "C", "answer": "18"}) == "18"
+    assert answer_of(Score(value="I", answer="")) is None
+    assert answer_of(Score(value="I", answer="  ")) is None
+    assert answer_of(Score(value="C", answer="18")) == "18"
     assert answer_of(None) is None

@@ -197,6 +197,8 @@ def test_compare_keeps_a_last_line_without_newline(
         ("schema_version", "1", "schema_version must be an integer"),
         ("schema_version", None, "schema_version must be an integer"),
         ("schema_version", [1], "schema_version must be an integer"),
+        ("schema_version", 0, "schema_version must be from 1 to 3, not 0"),
+        ("schema_version", -1, "schema_version must be from 1 to 3, not -1"),
         ("sampling", {"temperature": "hot"}, "field sampling."),
         ("repeat", "first", "field repeat"),
         ("label", None, "field label"),

@@ -15,6 +15,7 @@ from servediff.report import render
 from servediff.report.assembly import build
 from servediff.report.model import Report
 from servediff.report.options import ReportOptions, load
+from tests.helpers.records import Line, write_run
 from tests.report_fixtures import SCRIPT, write_study
 
 
@@ -112,3 +113,24 @@ def test_quality_numbers_from_records(report: Report) -> None:
     (m,) = report.matrices
     assert m.identical[0][0] == 1.0  # the control
     assert m.identical[0][1] == pytest.approx(1 / 4)
+
+
+@pytest.mark.parametrize(("n", "right"), [(10, True), (30, True), (50, False), (3, False)])
+def test_html_report_draws_a_perfect_or_a_zero_score(n: int, right: bool, tmp_path: Path) -> None:
+    """All right at n = 10 or 30, all wrong at n = 50: the Wilson bound came out a hair inside
+    the estimate and matplotlib refused the negative error bar, so `report --html` exited 2."""
+    lines = [Line(f"q{i}", "#### 4", answer="4", gold="4" if right else "5", correct=right) for i in range(n)]
+    runs = [write_run(tmp_path / f"{label}.jsonl", label, lines, suite="gsm8k") for label in ("a", "b")]
+    out = tmp_path / "r.html"
+    assert main(["report", *map(str, runs), "--html", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    accuracy = re.search(r'<figure class="plot" id="plot-accuracy">(.*?)</figure>', page, flags=re.S)
+    assert accuracy is not None and accuracy.group(1).startswith("<svg")
+    assert "Figure not drawn" not in page
+
+
+def test_a_figure_that_fails_is_a_note_in_the_page_not_the_end_of_the_report() -> None:
+    # No curves at all: matplotlib's figure code raises (max() of nothing) where it would draw.
+    note = render.svg_figures.survival_svg([])
+    assert note.startswith('<p class="muted figure-failed">Figure not drawn (ValueError: ')
+    assert "<svg" not in note

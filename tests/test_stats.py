@@ -41,6 +41,17 @@ def test_wilson_textbook() -> None:
     assert ci.high == pytest.approx(0.2775, abs=1e-4)
 
 
+def test_wilson_contains_its_estimate_at_every_perfect_and_zero_score() -> None:
+    """At k = n the bound is 1 exactly, but computed it came out 0.9999999999999999 (n = 10, 13,
+    27, ...) and at k = 0 the lower one 5.6e-17 (n = 3, 6, ...): an interval without its own
+    estimate, which the report's error bars refused."""
+    for n in range(1, 3001):
+        for k in (0, 1, n - 1, n):
+            ci = wilson(k, n)
+            assert 0.0 <= ci.low <= k / n <= ci.high <= 1.0, (k, n, ci)
+    assert wilson(10, 10).high == 1.0 and wilson(0, 3).low == 0.0
+
+
 def test_clt_halfwidth_quoted_value() -> None:
     # "±3.3 pp at 95 %" for 94 % on 200 items.
     assert round(clt_halfwidth(0.94, 200) * 100, 1) == 3.3

@@ -243,6 +243,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         Imported,
         ImportOptions,
         LogImportError,
+        check_target,
         numbered,
         outputs,
         pairing_problems,
@@ -259,6 +260,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             choose=args.choose,
             metric=getattr(args, "metric", None),
             epoch=getattr(args, "epoch", None),
+            allow_incomplete=args.allow_incomplete,
         )
         runs.extend(IMPORTERS[args.source](path, opts))
     runs = numbered(runs)
@@ -269,7 +271,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         )
     for problem in found:
         print(f"warning: forced despite: {problem}", file=sys.stderr)
-    for run, out in zip(runs, outputs(runs, args.out, single=len(args.paths) == len(runs) == 1)):
+    targets = outputs(runs, args.out, single=len(args.paths) == len(runs) == 1)
+    for run, out in zip(runs, targets):  # every target checked before anything is written
+        check_target(run, out)
+    for run, out in zip(runs, targets):
         write(run, out)
         scored = sum(1 for it in run.items if it.correct is not None)
         print(f"{out}: {run.header.label} #{run.header.repeat}, {len(run.items)} items ({scored} scored)")
@@ -424,6 +429,25 @@ def cmd_gate(args: argparse.Namespace) -> int:
     return g.exit_code
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from servediff.audit import command
+    from servediff.audit.promises import experiment_toml
+    from servediff.report import audit_view
+
+    if command.check(args) == "print":
+        print(experiment_toml(args.profile, args.model), end="")
+        return 0
+    a = command.run(args)
+    md = audit_view.markdown(a)
+    if args.md:
+        args.md.write_text(md, encoding="utf-8")
+    if args.junit:
+        audit_view.write_junit(a, args.junit)
+    print(json.dumps(audit_view.summary(a), indent=2) if args.json else md)
+    print(f"audit: {audit_view.verdict_line(a)} exit {a.exit_code}", file=sys.stderr)
+    return a.exit_code
+
+
 def cmd_configs(args: argparse.Namespace) -> int:
     from servediff.engines.knobs import CONFIGS, load_config_file
 
@@ -465,6 +489,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": cmd_export,
     "configs": cmd_configs,
     "gate": cmd_gate,
+    "audit": cmd_audit,
 }
 
 

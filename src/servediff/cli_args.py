@@ -10,7 +10,7 @@ as they are parsed (``servediff.argtypes``), so a bad number is a usage error be
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -28,6 +28,9 @@ from servediff.argtypes import (
     positive_int,
     proportion,
 )
+from servediff.audit.arguments import add_audit
+from servediff.option_rules import RUN_RULES, Rule, first_broken
+from servediff.types import MAX_SAMPLES
 
 EXAMPLES = """\
 examples:
@@ -46,12 +49,40 @@ examples:
 """
 
 
+_UNSET = object()  # what an option's value is until the command line sets it (see Parser)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with a usage error on one line: the usage of `run` alone is 20 lines, and
-    the line that says what is wrong would scroll away under it."""
+    the line that says what is wrong would scroll away under it; and with ``rules``, the option
+    combinations this command refuses (``servediff.option_rules``)."""
+
+    rules: tuple[Rule, ...] = ()
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(  # type: ignore[override]  # one signature for typeshed's overloads
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if not self.rules:
+            return super().parse_known_args(args, namespace)
+        # argparse fills in a default only where the namespace has no value yet, so an option
+        # still holding the marker afterwards was not on the command line (whatever its value).
+        dests = {o.lstrip("-").replace("-", "_"): o for r in self.rules for o in (r.option, r.other)}
+        namespace = namespace if namespace is not None else argparse.Namespace()
+        for dest in dests:
+            if not hasattr(namespace, dest):
+                setattr(namespace, dest, _UNSET)
+        parsed, extras = super().parse_known_args(args, namespace)
+        given = frozenset(o for d, o in dests.items() if getattr(parsed, d) is not _UNSET)
+        for dest in dests:
+            if getattr(parsed, dest) is _UNSET:
+                setattr(parsed, dest, self.get_default(dest))
+        broken = first_broken(self.rules, given)
+        if broken is not None:
+            self.error(broken)
+        return parsed, extras
 
 
 def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
@@ -117,10 +148,11 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
     g.add_argument("--top-k", type=count, default=0, help="top-k cut when sampling (0: none)")
     g.add_argument(
         "--samples",
-        type=positive_int,
+        type=int_range(1, MAX_SAMPLES),
         default=1,
         help="draws per item when sampling: lines ITEM#0..ITEM#k-1, each with a seed shared by every "
-        "configuration run with the same --seed",
+        f"configuration run with the same --seed; at most {MAX_SAMPLES} (pass@k rarely uses more than "
+        "200, and every draw is held in memory and listed in the record's header)",
     )
     g.add_argument(
         "--top-logprobs",
@@ -139,6 +171,7 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
     _add_http(p)
     _add_hf_knobs(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.rules = RUN_RULES
 
 
 def _add_llama_knobs(p: argparse.ArgumentParser) -> None:
@@ -336,6 +369,12 @@ def _add_import(sub: argparse._SubParsersAction[Parser]) -> None:
             help="write the records even if the logs' sampling or prompt setup differ (compare "
             "will still ask for --force)",
         )
+        k.add_argument(
+            "--allow-incomplete",
+            action="store_true",
+            help="import a log whose items cannot all be accounted for (a failed or cancelled run, "
+            "a samples file without its results file) instead of refusing it",
+        )
         k.add_argument(f"--{choose}", dest="choose", help=f"which {choose} to import (default: the first)")
         if name == "lm-eval":
             k.add_argument(
@@ -524,6 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_export,
         _add_configs,
         _add_gate,
+        add_audit,
     ):
         add(sub)
     return parser

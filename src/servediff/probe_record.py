@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from servediff.compare.divergence import divergence_points
 from servediff.compare.mechanism import ProbeEntry, ProbeSet
@@ -37,7 +37,7 @@ class RunRef(_Model):
 
 class ProbeHeader(_Model):
     record: str = PROBE_RECORD
-    schema_version: int = PROBE_SCHEMA
+    schema_version: Annotated[int, Field(ge=1, le=PROBE_SCHEMA)] = PROBE_SCHEMA  # no other exists
     tool_version: str
     created: str
     suite: str

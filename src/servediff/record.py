@@ -66,8 +66,10 @@ class SuiteInfo(_Model):
 
 
 class SamplingInfo(_Model):
-    temperature: float
-    seed: int
+    # None: not recorded (an imported log that sent none, so the server's default applied).
+    # Unknown is not greedy: compare refuses such a run unless forced.
+    temperature: float | None
+    seed: int | None
     max_tokens: int
     top_logprobs: int
     enable_thinking: bool | None
@@ -114,7 +116,7 @@ class Item(_Model):
     sha256: str
     n_tokens: int | None = None
     finish_reason: str | None = None
-    latency_s: float = 0.0
+    latency_s: float | None = 0.0  # None: not recorded (an imported log that has no timings)
     error: str | None = None
     # Time to first token and mean inter-token latency (seconds), where tokens were seen arrive.
     ttft_s: float | None = None
@@ -307,6 +309,10 @@ def _parse_header(path: Path, line: bytes) -> Header:
         raise RecordError(f"{path}:1: bad header: schema_version must be an integer, not {version!r}")
     if version > SCHEMA_VERSION:
         raise RecordError(f"{path}: schema {version} is newer than this servediff")
+    if version < 1:  # versions start at 1: 0 or -1 is no record this tool (or any) wrote
+        raise RecordError(
+            f"{path}:1: bad header: schema_version must be from 1 to {SCHEMA_VERSION}, not {version}"
+        )
     try:
         return Header.model_validate(raw)
     except ValidationError as exc:

@@ -3,8 +3,9 @@
 Real behaviour is tested against the real llama.cpp server; this stub exists to make a server
 fail on purpose, which a real one will not do on demand. ``Campaign`` fails a seeded ~20 % of
 requests in every way a server can (statuses with and without Retry-After, truncated and empty
-bodies, missing choices, a null answer, hangs), and echoes the Authorization header in its error
-bodies as careless servers do.
+bodies, missing choices, a null answer, fields of the wrong type, hangs; streamed requests also
+with events of the wrong shape and streams of null deltas), and echoes the Authorization header
+in its error bodies as careless servers do.
 """
 
 from __future__ import annotations
@@ -52,6 +53,29 @@ def chat_body(content: str | None) -> str:
     return json.dumps(body)
 
 
+def sse_body(events: list[object]) -> str:
+    """Server-sent events as a server streams them: one ``data:`` line per event, then [DONE]."""
+    return "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+
+
+def chunk(delta: object, finish: str | None = None) -> dict[str, object]:
+    """One streamed chat event (the shape llama-cpp-python and vLLM send)."""
+    return {"id": "x", "object": "chat.completion.chunk", "model": "stub",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}  # fmt: skip
+
+
+def stream_body(content: str) -> str:
+    """A well-formed stream of ``content``: a role event, the text in pieces, the finish, usage."""
+    pieces = [content[i : i + 4] for i in range(0, len(content), 4)]
+    events: list[object] = [chunk({"role": "assistant"})]
+    events += [chunk({"content": p}) for p in pieces] + [chunk({}, "stop")]
+    events.append({"id": "x", "choices": [], "usage": {"completion_tokens": len(pieces)}})
+    return sse_body(events)
+
+
+SSE = {"Content-Type": "text/event-stream"}
+
+
 def always(
     status: int, body: str = "", delay: float = 0.0, headers: dict[str, str] | None = None
 ) -> Behaviour:
@@ -62,19 +86,51 @@ def fail_then_ok(failures: int, status: int = 503, headers: dict[str, str] | Non
     return lambda r: (status, "overloaded", 0.0, headers or {}) if r.index < failures else (200, OK_BODY, 0.0)
 
 
+def reshaped(path: str, value: object) -> str:
+    """OK_BODY with the field at ``path`` ("choices.0.message") replaced by ``value``."""
+    body = json.loads(OK_BODY)
+    *parents, last = [int(p) if p.isdigit() else p for p in path.split(".")]
+    target = body
+    for p in parents:
+        target = target[p]
+    target[last] = value
+    return json.dumps(body)
+
+
 ECHO = '{"error": {"message": "rejected request with Authorization: {authorization}"}}'
-# Every way a server can fail a request, as (status, body, headers, hangs).
-FAULTS: dict[str, tuple[int, str, dict[str, str], bool]] = {
+Fault = tuple[int, str, dict[str, str], bool]  # (status, body, headers, hangs)
+# Every way a server can fail any request, streamed or not.
+STATUS_FAULTS: dict[str, Fault] = {
     "500": (500, ECHO, {}, False),
     "503": (503, ECHO, {}, False),
     "503 Retry-After": (503, ECHO, {"Retry-After": "1"}, False),
     "429": (429, ECHO, {}, False),
     "429 Retry-After": (429, ECHO, {"Retry-After": "1"}, False),
-    "truncated JSON": (200, OK_BODY[: len(OK_BODY) // 2], {}, False),
     "empty body": (200, "", {}, False),
+    "hang": (200, OK_BODY, {}, True),
+}
+# ... a response body that is not a response (type confusion: a field of another JSON type) ...
+FAULTS: dict[str, Fault] = {
+    **STATUS_FAULTS,
+    "truncated JSON": (200, OK_BODY[: len(OK_BODY) // 2], {}, False),
     "no choices": (200, '{"id": "x", "object": "chat.completion", "model": "stub"}', {}, False),
     "content null": (200, chat_body(None), {}, False),
-    "hang": (200, OK_BODY, {}, True),
+    "choices a string": (200, reshaped("choices", "oops"), {}, False),
+    "message a string": (200, reshaped("choices.0.message", "oops"), {}, False),
+    "usage a string": (200, reshaped("usage", "n/a"), {}, False),
+    "logprobs a number": (200, reshaped("choices.0.logprobs", 5), {}, False),
+}
+# ... and a stream that is not one: events of the wrong shape, an answer that is all null.
+STREAM_FAULTS: dict[str, Fault] = {
+    **STATUS_FAULTS,
+    "event choices a string": (200, sse_body([{"choices": "oops"}]), SSE, False),
+    "event delta a string": (200, sse_body([chunk("oops"), chunk({}, "stop")]), SSE, False),
+    "event not an object": (200, sse_body([[1, 2], chunk({}, "stop")]), SSE, False),
+    "event usage a string": (200, sse_body([chunk({"content": "4"}, "stop"), {"usage": "n/a"}]), SSE, False),
+    "null deltas": (200, sse_body([chunk({"content": None})] * 3 + [chunk({"content": None}, "stop")]), SSE,
+                    False),
+    "null delta objects": (200, sse_body([chunk(None), chunk(None, "stop")]), SSE, False),
+    "stream cut off": (200, sse_body([chunk({"content": "4"})])[: -len("data: [DONE]\n\n")], SSE, False),
 }
 
 
@@ -93,14 +149,18 @@ class Campaign:
 
     def __call__(self, request: Request) -> Reply:
         rng = random.Random(f"{self.seed}:{request.index}")
+        streamed = bool(request.body.get("stream"))
         if self.active and rng.random() < self.rate:
-            # The kinds in a seeded order, cycled: every kind occurs once ten faults have.
-            order = sorted(FAULTS)
+            # The kinds in a seeded order, cycled: every kind occurs once len(faults) faults have.
+            faults = STREAM_FAULTS if streamed else FAULTS
+            order = sorted(faults)
             random.Random(self.seed).shuffle(order)
             kind = order[len(self.injected) % len(order)]
             self.injected.append((request.index, kind))
-            status, body, headers, hangs = FAULTS[kind]
+            status, body, headers, hangs = faults[kind]
             return status, body, self.hang_s if hangs else 0.0, headers
+        if streamed:
+            return 200, stream_body(self.answer(request)), 0.0, SSE
         return 200, chat_body(self.answer(request)), 0.0
 
 
@@ -116,10 +176,10 @@ def stub_server(behaviour: Behaviour) -> Iterator[tuple[str, list[int]]]:
 
         def _reply(self, status: int, body: str, headers: dict[str, str] | None = None) -> None:
             data = body.encode()
+            headers = {"Content-Type": "application/json", **(headers or {})}
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            for name, value in (headers or {}).items():
+            for name, value in headers.items():
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)

@@ -198,7 +198,10 @@ class Sampled:
 
 
 def is_sampled(run: Run) -> bool:
-    return run.header.sampling.temperature > 0
+    # An unknown temperature (an import) is not taken for sampling: compare has already said
+    # the run's temperature is unknown and needed --force.
+    t = run.header.sampling.temperature
+    return t is not None and t > 0
 
 
 def sampled(study: Study, margin: float) -> Sampled | None:

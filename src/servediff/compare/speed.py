@@ -73,9 +73,11 @@ def run_items(run: Run, warmup: int, prefix: str = "") -> Items:
     order = {item_id: n for n, item_id in enumerate(run.header.suite.item_ids)}
     found = [it for it in run.items.values() if it.error is None]
     errors = len(run.items) - len(found)
+    # An import without timings has no latency at all: no speed numbers rather than 0 ms.
+    found = [it for it in found if it.latency_s is not None]
     timed = all(it.finished_at is not None for it in found)
     if timed:
-        found.sort(key=lambda it: (it.finished_at or 0.0) - it.latency_s)
+        found.sort(key=lambda it: (it.finished_at or 0.0) - (it.latency_s or 0.0))
     else:
         found.sort(key=lambda it: order.get(it.id, len(order)))
     kept = found[warmup:]
@@ -83,10 +85,10 @@ def run_items(run: Run, warmup: int, prefix: str = "") -> Items:
         Sample(
             prefix + it.id,
             it.n_tokens or 0,
-            it.latency_s,
+            it.latency_s or 0.0,
             it.ttft_s,
             it.itl_s,
-            (it.finished_at - it.latency_s) if it.finished_at is not None else None,
+            (it.finished_at - (it.latency_s or 0.0)) if it.finished_at is not None else None,
         )
         for it in kept
     )
@@ -106,7 +108,7 @@ def batched_in_flight(items: Sequence[Item]) -> float | None:
             return None
         walls[meta["batch"]] = float(meta["batch_wall_s"])
     wall = sum(walls.values())
-    return sum(it.latency_s for it in items) / wall if wall > 0 else None
+    return sum(it.latency_s or 0.0 for it in items) / wall if wall > 0 else None
 
 
 def in_flight(samples: Sequence[Sample], concurrency: int) -> float | None:

@@ -79,7 +79,10 @@ def wilson(k: int, n: int, confidence: float = 0.95) -> Interval:
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return Interval(max(0.0, centre - half), min(1.0, centre + half))
+    # At k = n the upper bound is 1 exactly, but in floating point centre + half can come out as
+    # 0.9999999999999999 < p (n = 10, 30), and at k = 0 the lower one as 1e-17 > p (n >= 50): an
+    # interval that excludes its own estimate, which error bars built from it reject.
+    return Interval(max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)))
 
 
 def clt_halfwidth(p: float, n: int, confidence: float = 0.95) -> float:
@@ -116,12 +119,19 @@ def paired_ci(t: PairedCounts, confidence: float = 0.95) -> Interval:
     """Newcombe's (1998) method 10 interval for Δ = accuracy(B) − accuracy(A) on paired items.
 
     It combines the Wilson intervals of the two accuracies, corrected for their correlation φ.
-    Unlike the Wald interval it does not collapse to a point when b = c = 0, and it stays
-    inside [−1, 1].
+    Unlike the Wald interval it stays inside [−1, 1]. When no item changed correctness (b = c = 0)
+    φ is 1 and the interval shrinks towards a point (5 of 10 right under both: exactly [0, 0]),
+    which would call 10 identical items non-inferior at any margin. There the exact bound is
+    used instead: with no discordant pair among n, the discordant share is below
+    u = 1 − (α/2)^(1/n) (Clopper–Pearson), and |Δ| ≤ that share, so Δ ∈ [−u, u]; n = 10 gives
+    ±0.31, n = 1,000 gives ±0.0037.
     """
     n = t.n
     if n == 0:
         return Interval(-1.0, 1.0)
+    if t.b + t.c == 0:
+        u = 1.0 - ((1.0 - confidence) / 2) ** (1.0 / n)
+        return Interval(-u, u)
     pa, pb = (t.both + t.b) / n, (t.both + t.c) / n
     wa, wb = wilson(t.both + t.b, n, confidence), wilson(t.both + t.c, n, confidence)
     margins = (t.both + t.b) * (t.c + t.neither) * (t.both + t.c) * (t.b + t.neither)

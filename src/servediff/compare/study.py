@@ -21,6 +21,7 @@ from itertools import combinations
 from pathlib import Path, PurePath
 
 from servediff.compare.divergence import Divergence, find_divergence
+from servediff.compare.provenance import setup_problems, tie_warning, unknown_temperature
 from servediff.compare.vocabulary import Kind
 from servediff.record import Run
 
@@ -126,12 +127,15 @@ def problems(runs: Sequence[Run], checkpoints: bool = False) -> list[str]:
         by_suite.setdefault(r.header.suite.name, []).append(r)
     for suite, rs in by_suite.items():
         ref = rs[0]
+        if len(rs) > 1:
+            out += [p for r in rs for p in unknown_temperature(r.header, f"{suite}: {r.path}")]
         for r in rs[1:]:
             where = f"{suite}: {r.path} vs {ref.path}"
             if r.header.suite.content_sha256 != ref.header.suite.content_sha256:
                 out.append(f"{where}: the prompts differ (suite content hash)")
             if r.header.sampling != ref.header.sampling:
                 out.append(f"{where}: sampling differs ({r.header.sampling} vs {ref.header.sampling})")
+            out += setup_problems(r.header, ref.header, where)
             if _model_key(r) != _model_key(ref) and checkpoints:
                 out += _tokenizer_problem(where, r, ref)
             elif _model_key(r) != _model_key(ref):
@@ -214,6 +218,7 @@ def build_study(runs: Sequence[Run], force: bool = False, checkpoints: bool = Fa
         firsts = [c.runs[0] for c in configs if c.suite == suite]
         pairs.extend(compare_runs(a, b, "pair") for a, b in combinations(firsts, 2))
     warnings = [f"forced despite: {p}" for p in found]
+    warnings += [w for r in runs for w in tie_warning(r.header, str(r.path))]
     warnings += [
         f"{r.path}:{r.torn}: the last line is cut off (an interrupted run); its item is left out — "
         "re-run the same `servediff run` to finish it"

@@ -30,6 +30,7 @@ import aiohttp
 from servediff.engines import EngineError, OnDone, ProbeResult
 from servediff.engines.http1 import Arrivals, Connection, Endpoint, Reply, TransportError
 from servediff.engines.sse import chat_logprobs, engine_timings, parse_stream, text_logprobs
+from servediff.engines.wire import ChatChoice, ModelList, Response, TextChoice, parse, parse_json
 from servediff.redaction import redact_text
 from servediff.types import Completion, Sample, SamplingParams
 
@@ -100,7 +101,11 @@ class HTTPEngine:
             models, version = asyncio.run(go())
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, OSError) as exc:
             raise EngineError(f"cannot reach {self.base_url}/v1/models: {exc}") from exc
-        served = [m.get("id") for m in models.get("data", []) if isinstance(m, dict)]
+        try:
+            listed = parse(ModelList, models, "model list")
+        except ValueError as exc:
+            raise EngineError(f"{self.base_url}/v1/models: {exc}") from None
+        served = [m.id for m in listed.data if m.id]
         if self.model is None:
             if not served:
                 raise EngineError(f"{self.base_url} lists no models; pass --model")
@@ -227,7 +232,7 @@ class HTTPEngine:
                     try:
                         if self.options.stream:
                             return parse_stream(sample.id, raw, arrivals, sent, time.perf_counter() - t0)
-                        return parse_response(sample.id, json_object(raw), time.perf_counter() - t0)
+                        return parse_response(sample.id, raw, time.perf_counter() - t0)
                     except ValueError as exc:
                         # A 200 without an answer (null content, no choices, a truncated body)
                         # is a server fault like a 5xx, never an empty answer: retry it.
@@ -335,15 +340,15 @@ class HTTPEngine:
             async with self._session() as s:
                 return await self._post(s, f"{self.base_url}/v1/completions", json.dumps(body))
 
-        raw = asyncio.run(go())
-        listed = ((raw.get("choices") or [{}])[0].get("logprobs") or {}).get("top_logprobs") or []
-        if not listed:
+        choice = parse(Response, asyncio.run(go()), "response").choices[0]
+        block = choice.logprobs if isinstance(choice, TextChoice) else None
+        listed = (block.top_logprobs if block else None) or []
+        if not listed or listed[0] is None:
             # The server chose its end-of-sequence token first, and llama-cpp-python's server
             # returns no text and no logprobs for it: nothing here to measure, which is not a
             # failure of the probe (retrying gives the same answer).
             return ProbeResult((), NO_LOGPROBS_AT_END)
-        top = listed[0]
-        pairs = sorted(((str(t), float(v)) for t, v in top.items()), key=lambda x: -x[1])
+        pairs = sorted(listed[0].items(), key=lambda x: -x[1])
         return ProbeResult(tuple(pairs[:k]), "http: /v1/completions, one pass over prompt + prefix")
 
     def close(self) -> None:
@@ -449,35 +454,31 @@ def retry_after_s(value: str | None, now: float | None = None) -> float | None:
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def parse_response(item_id: str, raw: dict[str, Any], latency: float) -> Completion:
-    """A chat or text completion response → Completion. Malformed shapes raise ValueError, and
-    so does an answer that is not there (``content``/``text`` null or missing): an empty string
-    is an answer a model can give, a null is a server that gave none, and must not be scored."""
-    try:
-        choice = raw["choices"][0]
-        if "message" in choice:
-            text = choice["message"]["content"]
-            lps = chat_logprobs(choice.get("logprobs"))
-        else:
-            text = choice["text"]
-            lps = text_logprobs(choice.get("logprobs"))
-    except (KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise ValueError(f"unexpected response shape ({exc!r})") from exc
-    if not isinstance(text, str):
-        where = "message.content" if "message" in choice else "text"
-        raise ValueError(
-            f"no answer: {where} is {json.dumps(text)} (finish_reason {choice.get('finish_reason')!r})"
-        )
-    usage = raw.get("usage") or {}
-    n_tokens = usage.get("completion_tokens")
+def parse_response(item_id: str, body: bytes, latency: float) -> Completion:
+    """A chat or text completion response body → Completion. A body that is not JSON or not
+    the shape of a response (``wire.Response``) raises ValueError, and so does an answer that is
+    not there (``content``/``text`` null or missing): an empty string is an answer a model can
+    give, a null is a server that gave none, and must not be scored."""
+    response = parse_json(Response, body, "response")
+    choice = response.choices[0]
+    if isinstance(choice, ChatChoice):
+        text, where, lps = choice.message.content, "message.content", chat_logprobs(choice.logprobs)
+    else:
+        text, where, lps = choice.text, "text", text_logprobs(choice.logprobs)
+    if text is None:
+        raise ValueError(f"no answer: {where} is null (finish_reason {choice.finish_reason!r})")
+    n_tokens = response.usage.completion_tokens if response.usage else None
+    # The generation's own token ids where the server names every one (llama-server does).
+    ids = [t.token_id for t in lps] if lps and all(t.token_id is not None for t in lps) else None
     return Completion(
-        engine_timings=engine_timings(raw.get("timings")),
+        engine_timings=engine_timings(response.timings),
         item_id=item_id,
         text=text,
-        finish_reason=choice.get("finish_reason"),
+        finish_reason=choice.finish_reason,
         latency_s=latency,
-        n_tokens=n_tokens if isinstance(n_tokens, int) else (len(lps) if lps else None),
+        n_tokens=n_tokens if n_tokens is not None else (len(lps) if lps else None),
         tokens=[t.token for t in lps] if lps else None,
+        token_ids=[i for i in ids if i is not None] if ids is not None else None,
         logprobs=lps,
         token_source="engine" if lps else None,
     )

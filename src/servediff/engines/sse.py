@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from servediff.engines.wire import ChatLogprobs, Chunk, ChunkChatChoice, TextLogprobs, Usage, parse_json
 from servediff.types import Completion, TokenLogprob
 
 Arrivals = list[tuple[int, float]]  # (body bytes received so far, time.perf_counter())
@@ -54,36 +55,36 @@ def arrival_time(arrivals: Arrivals, offset: int) -> float | None:
 class _Joined:
     text: list[str]
     finish: str | None = None
-    usage: dict[str, Any] | None = None
+    usage: Usage | None = None
     timings: dict[str, Any] | None = None
     logprobs: list[TokenLogprob] | None = None
-    chat: bool = False
+    saw_text: bool = False  # some event carried a text, even an empty one
+    saw_null: bool = False  # some event said the answer is null
 
 
-def _add(j: _Joined, event: dict[str, Any]) -> bool:
+def _add(j: _Joined, event: Chunk) -> bool:
     """Fold one event into ``j``; True when it carried generated text or tokens."""
-    if event.get("error"):
-        raise ValueError(f"the stream reported an error: {json.dumps(event['error'])[:300]}")
-    if isinstance(event.get("usage"), dict):
-        j.usage = event["usage"]
-    if isinstance(event.get("timings"), dict):
-        j.timings = event["timings"]
-    choices = event.get("choices") or []
-    if not choices:
+    if event.error:
+        raise ValueError(f"the stream reported an error: {json.dumps(event.error)[:300]}")
+    j.usage = event.usage or j.usage
+    j.timings = event.timings or j.timings
+    if not event.choices:
         return False
-    choice = choices[0]
-    if choice.get("finish_reason"):
-        j.finish = choice["finish_reason"]
-    if "delta" in choice:
-        j.chat = True
-        piece = (choice.get("delta") or {}).get("content")
-        lps = chat_logprobs(choice.get("logprobs"))
+    choice = event.choices[0]
+    if choice.finish_reason:
+        j.finish = choice.finish_reason
+    j.saw_null = j.saw_null or choice.null_content
+    if isinstance(choice, ChunkChatChoice):
+        piece = choice.delta.content if choice.delta else None
+        lps = chat_logprobs(choice.logprobs)
     else:
-        piece = choice.get("text")
-        lps = text_logprobs(choice.get("logprobs"))
+        piece = choice.text
+        lps = text_logprobs(choice.logprobs)
     if lps:
         j.logprobs = [*(j.logprobs or []), *lps]
-    if isinstance(piece, str) and piece:
+    if piece is not None:
+        j.saw_text = True
+    if piece:
         j.text.append(piece)
         return True
     return bool(lps)
@@ -93,28 +94,28 @@ def parse_stream(item_id: str, body: bytes, arrivals: Arrivals, sent: float, lat
     """The events of one streamed response → Completion with ttft_s and itl_s.
 
     ``sent`` is the perf_counter time the request went out. Raises ValueError for a stream that
-    holds no answer (no events, an error event, no finish reason): a server fault, as in
-    ``parse_response``."""
+    holds no answer (no events, an error event, an event not of the shape ``wire.Chunk``, no
+    finish reason, content that was null throughout): a server fault, as in ``parse_response``."""
     found = events(body)
     if not found:
         raise ValueError("the stream held no events")
     joined = _Joined(text=[])
     stamps: list[float] = []
     for end, data in found:
-        try:
-            event = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"a streamed event is not JSON ({exc})") from exc
-        if isinstance(event, dict) and _add(joined, event):
+        if _add(joined, parse_json(Chunk, data, "streamed event")):
             t = arrival_time(arrivals, end)
             if t is not None:
                 stamps.append(t)
     if joined.finish is None:
         raise ValueError("the stream ended without a finish reason (cut off)")
-    usage = joined.usage or {}
-    n = usage.get("completion_tokens")
     lps = joined.logprobs
-    n_tokens = n if isinstance(n, int) else (len(lps) if lps else len(stamps) or None)
+    if joined.saw_null and not joined.saw_text and not lps:
+        # As message.content null without streaming: a server that gave no answer. A stream
+        # whose events carry no content at all stays an empty answer: llama-cpp-python and
+        # llama-server stream one that way (a role event, then an empty one with the finish).
+        raise ValueError(f"no answer: every streamed content was null (finish_reason {joined.finish!r})")
+    n = joined.usage.completion_tokens if joined.usage else None
+    n_tokens = n if n is not None else (len(lps) if lps else len(stamps) or None)
     return Completion(
         item_id=item_id,
         text="".join(joined.text),
@@ -130,32 +131,29 @@ def parse_stream(item_id: str, body: bytes, arrivals: Arrivals, sent: float, lat
     )
 
 
-def engine_timings(timings: Any) -> dict[str, Any] | None:
+def engine_timings(timings: dict[str, Any] | None) -> dict[str, Any] | None:
     """A response's own ``timings`` object (llama.cpp's C++ server), marked as the engine's."""
-    if not isinstance(timings, dict) or not timings:
+    if not timings:
         return None
     return {"source": "response timings", **timings}
 
 
-def chat_logprobs(block: Any) -> list[TokenLogprob] | None:
-    if not block or not block.get("content"):
+def chat_logprobs(block: ChatLogprobs | None) -> list[TokenLogprob] | None:
+    if block is None or not block.content:
         return None
     return [
-        TokenLogprob(
-            e["token"],
-            float(e["logprob"]),
-            tuple((t["token"], float(t["logprob"])) for t in e.get("top_logprobs") or ()),
-        )
-        for e in block["content"]
+        # llama-server also names each generated token's id (``id``); OpenAI and vLLM do not.
+        TokenLogprob(e.token, e.logprob, tuple((t.token, t.logprob) for t in e.top_logprobs or ()), e.id)
+        for e in block.content
     ]
 
 
-def text_logprobs(block: Any) -> list[TokenLogprob] | None:
-    if not block or not block.get("tokens"):
+def text_logprobs(block: TextLogprobs | None) -> list[TokenLogprob] | None:
+    if block is None or not block.tokens or block.token_logprobs is None:
         return None
-    tops = block.get("top_logprobs") or [None] * len(block["tokens"])
+    tops = block.top_logprobs or [None] * len(block.tokens)
     out = []
-    for tok, lp, top in zip(block["tokens"], block["token_logprobs"], tops):
-        pairs = sorted(((str(t), float(v)) for t, v in (top or {}).items()), key=lambda x: -x[1])
-        out.append(TokenLogprob(tok, float(lp), tuple(pairs)))
+    for tok, lp, top in zip(block.tokens, block.token_logprobs, tops):
+        pairs = sorted((top or {}).items(), key=lambda x: -x[1])
+        out.append(TokenLogprob(tok, lp, tuple(pairs)))
     return out

@@ -33,6 +33,7 @@ from servediff.experiment.conductor import Job, Outcome, probe_again, run_config
 from servediff.experiment.placement import place
 from servediff.experiment.spec import ConfigSpec
 from servediff.experiment.tail import Tail, apply
+from servediff.filename import file_stem
 
 POLL_S = 0.3
 Event = tuple[str, str, Any]  # (kind, path relative to the output folder, payload)
@@ -145,7 +146,7 @@ def seed_files(job: Job, config: ConfigSpec) -> dict[str, bytes]:
     slots, probes = job.mine(config.label)
     paths = {s.path for s in slots} | {p.path for p in probes}
     paths |= {run.path for p in probes for run in (p.a, p.b)}
-    name = f"{config.label}.{config.digest}"
+    name = f"{file_stem(config.label)}.{config.digest}"
     for pattern in (f"replicas/{name}/*", f"logs/{name}*.log"):
         paths |= set(exp.output.glob(pattern))
     out = {}

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
+from servediff.filename import file_stem
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,24 +40,31 @@ def plan_slots(exp: Experiment) -> list[Slot]:
     """Every run file of the experiment, configuration by configuration, in execution order."""
     slots: list[Slot] = []
     for config in ordered(exp):
-        folder = exp.output / "runs" / f"{config.label}.{config.digest}"
+        folder = exp.output / "runs" / f"{file_stem(config.label)}.{config.digest}"
         repeats = 1 + (exp.control_repeats if config.label == exp.control else 0)
         for suite in exp.suites:
-            stem = f"{suite.name}.{suite_digest(suite)}"
+            stem = f"{file_stem(suite.name)}.{suite_digest(suite)}"
             for r in range(1, repeats + 1):
                 slots.append(
                     Slot(config, suite, r, exp.concurrency, config.label, folder / f"{stem}.r{r}.jsonl")
                 )
         sweep = exp.sweep
         if sweep is not None and config.label in sweep.configurations:
-            suite = next(s for s in exp.suites if s.name == sweep.suite)
-            stem = f"{suite.name}.{suite_digest(suite)}"
-            for c in sweep.concurrency:
-                for r in range(1, sweep.repeats + 1):
-                    path = (
-                        exp.output / "sweep" / f"{config.label}.{config.digest}" / f"{stem}.c{c}.r{r}.jsonl"
-                    )
-                    slots.append(Slot(config, suite, r, c, f"{config.label}@c{c}", path, sweep=True))
+            slots += _sweep_slots(exp, config)
+    return slots
+
+
+def _sweep_slots(exp: Experiment, config: ConfigSpec) -> list[Slot]:
+    assert exp.sweep is not None
+    slots = []
+    folder = exp.output / "sweep" / f"{file_stem(config.label)}.{config.digest}"
+    for name in exp.sweep.suites:
+        suite = next(s for s in exp.suites if s.name == name)
+        stem = f"{file_stem(suite.name)}.{suite_digest(suite)}"
+        for c in exp.sweep.concurrency:
+            for r in range(1, exp.sweep.repeats + 1):
+                path = folder / f"{stem}.c{c}.r{r}.jsonl"
+                slots.append(Slot(config, suite, r, c, f"{config.label}@c{c}", path, sweep=True))
     return slots
 
 

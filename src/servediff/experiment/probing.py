@@ -21,6 +21,7 @@ from pathlib import Path
 from servediff.compare.divergence import divergence_points
 from servediff.experiment.plan import Slot
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
+from servediff.filename import file_stem
 from servediff.probe_record import probes_complete
 from servediff.record import RecordError, Run, read_run
 
@@ -56,8 +57,9 @@ def plan_probes(exp: Experiment, slots: list[Slot]) -> list[ProbeSlot]:
         a = next(s for s in mine if s.config.label == exp.control)
         for b in (s for s in mine if s.config.label != exp.control):
             stem = a.path.name.removesuffix(".r1.jsonl")  # SUITE.DIGEST
+            pair = f"{file_stem(a.label)}-vs-{file_stem(b.label)}"
             for side in "ab":
-                path = exp.output / "probes" / f"{stem}.{a.label}-vs-{b.label}.{side}.jsonl"
+                path = exp.output / "probes" / f"{stem}.{pair}.{side}.jsonl"
                 out.append(ProbeSlot(suite, a, b, side, path))
     return out
 

@@ -25,6 +25,7 @@ from servediff.experiment.placement import placed
 from servediff.experiment.plan import Slot
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import ConfigSpec, Experiment
+from servediff.filename import file_stem
 from servediff.record import read_run
 from servediff.redaction import redact_argv
 from servediff.runner import RunResult
@@ -160,7 +161,7 @@ def _replica(exp: Experiment, config: ConfigSpec, n: int) -> Iterator[RunningSer
     """One launched copy of the configuration (replica 0 keeps the log name of a single server)."""
     assert config.launch is not None
     model_path = str(exp.model_path) if exp.model_path else _default_model_path_or_empty(config)
-    log = exp.output / "logs" / f"{config.label}.{config.digest}{f'.rep{n}' if n else ''}.log"
+    log = exp.output / "logs" / f"{file_stem(config.label)}.{config.digest}{f'.rep{n}' if n else ''}.log"
     say(f"[{config.label}] starting: {' '.join(redact_argv(config.launch.argv))}")
     # On a cluster worker the server must not outlive a worker that is killed.
     orphan_proof = placed() is not None

@@ -53,7 +53,7 @@ class SweepSpec:
     concurrency: tuple[int, ...]
     repeats: int
     configurations: tuple[str, ...]
-    suite: str
+    suites: tuple[str, ...]  # one or several of the experiment's suites, each at every level
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,9 +332,11 @@ def _sweep(
 ) -> SweepSpec | None:
     if table is None:
         return None
-    suite = table.suite if table.suite is not None else suites[0].name
-    if suite not in [s.name for s in suites]:
-        raise src.error(f"sweep.suite {suite!r} is not one of the suites", src.line("suite", "sweep"))
+    # one suite, or several (the prompts for identity, a scored suite for accuracy under load)
+    swept = table.suite if table.suite is not None else [suites[0].name]
+    for suite in swept:
+        if suite not in [s.name for s in suites]:
+            raise src.error(f"sweep.suite {suite!r} is not one of the suites", src.line("suite", "sweep"))
     if table.repeats < 2:
         raise src.error(
             "sweep.repeats must be >= 2 (unique outputs need repeats)", src.line("repeats", "sweep")
@@ -357,5 +359,5 @@ def _sweep(
         concurrency=tuple(dict.fromkeys(table.concurrency)),
         repeats=table.repeats,
         configurations=tuple(dict.fromkeys(labels)),
-        suite=suite,
+        suites=tuple(dict.fromkeys(swept)),
     )

@@ -19,6 +19,7 @@ from pydantic.fields import FieldInfo
 
 from servediff.compare.vocabulary import DesignKind  # one vocabulary: the analysis reads it too
 from servediff.experiment.source import ExperimentError, Source
+from servediff.types import MAX_SAMPLES
 
 ExecutorKind = Literal["local", "ray"]
 Records = Literal["stream", "shared"]
@@ -50,7 +51,7 @@ class SamplingTable(Table):
     temperature: Annotated[float, Field(ge=0)] = 0.0
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
     top_k: Seed = 0
-    samples: Count = 1
+    samples: Annotated[int, Field(ge=1, le=MAX_SAMPLES)] = 1  # the bound: see types.MAX_SAMPLES
 
 
 class SuiteTable(Table):
@@ -92,7 +93,7 @@ class SweepTable(Table):
     concurrency: Annotated[list[Count], Field(min_length=1)] = [1, 8]
     repeats: int = 3
     configuration: OneOrMany | None = None
-    suite: str | None = None
+    suite: OneOrMany | None = None
 
 
 class FactorTable(Table):

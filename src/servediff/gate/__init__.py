@@ -27,6 +27,7 @@ from servediff.compare import gate_budget, quality, sequential
 from servediff.compare.gate_budget import GatePlan
 from servediff.compare.sequential import Tally
 from servediff.engines import Engine
+from servediff.filename import file_stem
 from servediff.gate.result import Checkpoint, Determinism, GateReport
 from servediff.record import Run, read_run
 from servediff.runner import RunPlan, execute
@@ -95,7 +96,7 @@ def check_determinism(a: Side, suite: Suite, first: Path, opts: GateOptions) -> 
     if k == 0:
         return Determinism("skipped", 0, 0, 0)
     head = dataclasses.replace(suite, samples=suite.samples[:k])
-    again = opts.out / f"{a.label}.{suite.name}.repeat2.jsonl"
+    again = opts.out / f"{file_stem(a.label)}.{file_stem(suite.name)}.repeat2.jsonl"
     execute(_plan(a, head, again, repeat=2), a.engine, progress=opts.progress)
     r1, r2 = read_run(first), read_run(again)
     compared = identical = errors = 0
@@ -120,7 +121,7 @@ def run_gate(a: Side, b: Side, suite: Suite, opts: GateOptions) -> GateReport:
         raise ValueError(f"suite {suite.name!r} is not scored: the gate needs right/wrong answers")
     ordered = gate_order(suite, opts.seed, opts.max_items)
     ids = [s.id for s in ordered.samples]
-    paths = {s.label: opts.out / f"{s.label}.{suite.name}.jsonl" for s in (a, b)}
+    paths = {s.label: opts.out / f"{file_stem(s.label)}.{file_stem(suite.name)}.jsonl" for s in (a, b)}
     determinism: Determinism | None = None
     points: list[Checkpoint] = []
     t, errors, verdict, end = Tally(0, 0, 0), 0, None, 0

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from servediff import __version__
-from servediff.record import Header, Item, SamplingInfo, SuiteInfo
+from servediff.compare.provenance import setup_problems
+from servediff.filename import file_stem
+from servediff.record import Header, Item, SamplingInfo, SuiteInfo, read_run
 
 PAIR_KEY = "pair_key"  # item metadata: what must match for two imported items to be one item
 
@@ -32,6 +34,9 @@ class ImportOptions:
     choose: str | None = None  # lm-eval: the filter; Inspect: the scorer
     metric: str | None = None  # lm-eval: the per-sample metric that says right/wrong
     epoch: int | None = None  # Inspect: which epoch (None: every epoch, each a repeat)
+    # Import a log whose count of items cannot be checked or falls short (a failed or cancelled
+    # run, a samples file without its results file), with a note instead of a refusal.
+    allow_incomplete: bool = False
 
 
 @dataclass
@@ -117,20 +122,23 @@ def _name(run: Imported) -> str:
     return repr(run.header.label) + (f" (epoch {epoch})" if epoch is not None else "")
 
 
-# What must be equal, besides the items, for two imported runs to be one comparison: how the
-# model was asked (prompt template, solver, few-shot count), how it was scored, and how it sampled.
-SAME_SETUP = ("prompt_template", "solver", "num_fewshot", "filter", "metric", "scorer", "scorer_options")
-
-
 def _setup_problems(run: Imported, ref: Imported, where: str) -> list[str]:
-    out = []
-    a, b = run.header.extra.get("imported_from", {}), ref.header.extra.get("imported_from", {})
-    for key in SAME_SETUP:
-        if a.get(key) != b.get(key):
-            out.append(f"{where}: different {key.replace('_', ' ')} ({a.get(key)!r} vs {b.get(key)!r})")
+    out = setup_problems(run.header, ref.header, where)
     if run.header.sampling != ref.header.sampling:
         out.append(f"{where}: different sampling ({run.header.sampling} vs {ref.header.sampling})")
     return out
+
+
+def _differing_parts(a: Any, b: Any) -> str:
+    """Which parts of two pair keys differ: "prompts" when only the prompt as sent does (the
+    same documents asked another way), else "documents"."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        parts = [k for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+        if parts == ["prompt"]:
+            return "prompts (the same documents, asked differently)"
+        if parts:
+            return " and ".join(f"{p}s" for p in parts)
+    return "documents"
 
 
 def pairing_problems(runs: Sequence[Imported], limit: int = 5) -> list[str]:
@@ -149,7 +157,8 @@ def pairing_problems(runs: Sequence[Imported], limit: int = 5) -> list[str]:
         if only:
             out.append(f"{where}: {len(only)} item(s) in only one of them, e.g. {only[:limit]}")
         if differ:
-            out.append(f"{where}: {len(differ)} item(s) with different documents, e.g. {differ[:limit]}")
+            what = _differing_parts(keys[differ[0]], ref_keys[differ[0]])
+            out.append(f"{where}: {len(differ)} item(s) with different {what}, e.g. {differ[:limit]}")
         out += _setup_problems(run, ref, where)
     return list(dict.fromkeys(out))
 
@@ -164,21 +173,37 @@ def numbered(runs: Sequence[Imported]) -> list[Imported]:
     return out
 
 
+def check_target(run: Imported, path: Path) -> None:
+    """Refuse to replace a file that holds anything but this very import (as ``run`` refuses to
+    resume into another run's record): importing the same log again may rewrite its record."""
+    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+        return
+    try:
+        previous = read_run(path).header
+    except (ValueError, OSError) as exc:
+        raise LogImportError(
+            f"{path}: exists and is not a record to replace ({exc}); choose another --out"
+        ) from exc
+    if previous.fingerprint() != run.header.fingerprint() or previous.extra != run.header.extra:
+        raise LogImportError(
+            f"{path} holds another run ({previous.label!r} #{previous.repeat}, created {previous.created}); "
+            "choose another --out or delete it"
+        )
+
+
 def write(run: Imported, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as f:
         f.write(run.header.model_dump_json() + "\n")
         for item in run.items:
-            f.write(item.model_dump_json(exclude_none=True) + "\n")
+            line = item.model_dump(mode="json", exclude_none=True)
+            if item.latency_s is None:  # kept: left out, it would read back as the default 0 s
+                line["latency_s"] = None
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
 def outputs(runs: Iterable[Imported], out: Path, single: bool) -> list[Path]:
     """One file: ``out`` itself. Several: ``out/<label>-<repeat>.jsonl``."""
     if single:
         return [out]
-    safe = "".join
-    return [
-        out
-        / f"{safe(c if c.isalnum() or c in '-_.' else '_' for c in r.header.label)}-{r.header.repeat}.jsonl"
-        for r in runs
-    ]
+    return [out / f"{file_stem(r.header.label)}-{r.header.repeat}.jsonl" for r in runs]

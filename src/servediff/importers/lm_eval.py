@@ -13,8 +13,15 @@ lm-eval version, the task's version and prompt template, and how many samples we
 
 Generation tasks: the completion is ``resps[0][0]``, the answer the filtered response (lm-eval's
 ``[invalid]``, a failed extraction, is no answer). Multiple-choice (log-likelihood) tasks: the
-"completion" is the continuation with the highest log-likelihood, so two configurations are
-identical when they pick the same choice.
+"completion" is the continuation with the highest log-likelihood (per character under
+``--metric acc_norm``, as lm-eval normalises), so two configurations are identical when they
+pick the same choice. An item whose choices all have the same log-likelihood is a tie that
+carries no information (a server that returns no continuation log-probabilities gives 0.0 for
+each); the import counts them and says so.
+
+A samples file is trusted as far as its results file vouches for it: without one (renamed,
+moved) the model, the server, the seed and the number of documents evaluated are unknown, so
+the import refuses it unless ``--allow-incomplete``.
 
 The tests run on logs written by lm-eval itself (scripts/make_import_fixtures.py).
 """
@@ -27,6 +34,8 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from servediff.importers.imported import (
     PAIR_KEY,
@@ -56,6 +65,26 @@ API_SEED = 1234
 SECRET = re.compile(r"(^|_)(key|token|secret|password)$", re.IGNORECASE)  # api_key, auth_token, …
 
 
+class SampleLine(BaseModel):
+    """The fields of a samples line this reader relies on (the metric values are extra fields)."""
+
+    model_config = ConfigDict(extra="allow")
+    doc_id: int | str
+    arguments: dict[str, dict[str, Any]] | list[list[Any]]
+    resps: list[list[Any]]
+    filtered_resps: list[Any] = []
+    filter: str | None = None
+    metrics: list[str] = []
+    doc_hash: str | None = None
+    prompt_hash: str | None = None
+    target_hash: str | None = None
+
+
+def _first_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    return f"field {'.'.join(str(x) for x in first['loc'])}: {first['msg']}"
+
+
 def hash_string(text: str) -> str:
     """lm-eval's hash_string: SHA-256 of the UTF-8 text."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -69,12 +98,20 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
         )
     out = []
     for n, line in enumerate(read_text(path).splitlines(), 1):
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise LogImportError(f"{path}:{n}: not JSON ({exc})") from exc
-    if not out or not all(isinstance(s, dict) and "doc_id" in s and "resps" in s for s in out):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise LogImportError(f"{path}:{n}: not JSON ({exc})") from exc
+        if not isinstance(raw, dict) or "doc_id" not in raw or "resps" not in raw:
+            raise LogImportError(f"{path}:{n}: not an lm-eval samples line (no doc_id/resps)")
+        try:
+            SampleLine.model_validate(raw)
+        except ValidationError as exc:
+            raise LogImportError(f"{path}:{n}: {_first_error(exc)}") from exc
+        out.append(raw)
+    if not out:
         raise LogImportError(f"{path}: not an lm-eval samples file (no doc_id/resps lines)")
     return out
 
@@ -82,26 +119,47 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
 def arguments(sample: dict[str, Any]) -> list[list[Any]]:
     """Requests' arguments as lists: saved files hold {"gen_args_0": {"arg_0": …}}, older ones lists."""
     args = sample.get("arguments")
-    if isinstance(args, dict):
-        return [
-            [req[f"arg_{j}"] for j in range(len(req))]
-            for req in (args[f"gen_args_{i}"] for i in range(len(args)))
-        ]
-    if isinstance(args, list):
-        return [list(a) for a in args]
-    raise LogImportError(f"doc {sample.get('doc_id')}: no arguments recorded")
-
-
-def results_for(path: Path) -> dict[str, Any]:
-    m = NAME.match(path.name)
-    if m is None:
-        return {}
-    results = path.parent / f"results_{m['date']}.json"
     try:
-        data = json.loads(results.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        if isinstance(args, dict):
+            out = [
+                [req[f"arg_{j}"] for j in range(len(req))]
+                for req in (args[f"gen_args_{i}"] for i in range(len(args)))
+            ]
+        else:
+            out = [list(a) for a in args] if isinstance(args, list) else []
+    except (KeyError, TypeError) as exc:
+        raise LogImportError(f"doc {sample.get('doc_id')}: malformed arguments (missing {exc})") from exc
+    if not out or not out[0]:
+        raise LogImportError(f"doc {sample.get('doc_id')}: no arguments recorded")
+    return out
+
+
+def results_for(path: Path, allow_incomplete: bool) -> tuple[dict[str, Any], list[str]]:
+    """The results file lm-eval wrote beside the samples (same date in the name), and notes.
+    Without it nothing vouches for the samples' count or says where and how they were made."""
+    m = NAME.match(path.name)
+    results = path.parent / f"results_{m['date']}.json" if m else None
+    try:
+        data = json.loads(results.read_text(encoding="utf-8")) if results else None
+        why = "" if isinstance(data, dict) else "it is not a JSON object"
+    except OSError as exc:
+        data, why = None, exc.strerror or str(exc)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data, why = None, f"not JSON ({exc})"
+    if isinstance(data, dict):
+        return data, []
+    missing = (
+        f"its results file {results.name} cannot be read ({why})"
+        if results
+        else "its name is not lm-eval's samples_<task>_<date>.jsonl, so its results file cannot be found"
+    )
+    if not allow_incomplete:
+        raise LogImportError(
+            f"{path}: {missing}: the number of documents evaluated, the model, where it was served "
+            "and the seed are unknown, so a cut file cannot be told from a whole one "
+            "(--allow-incomplete imports it anyway)"
+        )
+    return {}, [f"imported although {missing}: model, server and seed not recorded"]
 
 
 def pick(samples: list[dict[str, Any]], wanted: str | None, field: str, what: str) -> str | None:
@@ -123,7 +181,9 @@ def metric_name(sample: dict[str, Any], wanted: str | None) -> str:
     raise LogImportError(f"doc {sample.get('doc_id')}: no per-sample metric found (pass --metric)")
 
 
-def completion(sample: dict[str, Any], args: list[list[Any]]) -> tuple[str, str | None, dict[str, Any]]:
+def completion(
+    sample: dict[str, Any], args: list[list[Any]], metric: str
+) -> tuple[str, str | None, dict[str, Any]]:
     """(text, answer, extra metadata) for a generation or a multiple-choice sample."""
     resps = sample["resps"]
     if len(args) == 1 and (len(args[0]) < 2 or isinstance(args[0][1], dict)):
@@ -132,9 +192,17 @@ def completion(sample: dict[str, Any], args: list[list[Any]]) -> tuple[str, str 
         answer = filtered[0][0] if isinstance(filtered[0], list) and filtered[0] else filtered[0]
         return text, answer_of(None if answer is None else str(answer)), {}
     # One log-likelihood request per choice: resps[i] == [[loglik, is_greedy]] (as strings).
-    logliks = [float(r[0][0]) for r in resps]
-    best = max(range(len(logliks)), key=logliks.__getitem__)
-    return str(args[best][1]), str(best), {"choice_logliks": logliks}
+    logliks = [float(r[0][0] if isinstance(r[0], list) else r[0]) for r in resps]
+    choices = [str(a[1]) for a in args]
+    if len(logliks) != len(choices) or not choices:
+        raise ValueError(f"{len(logliks)} log-likelihoods for {len(choices)} choices")
+    # acc_norm divides by the continuation's length in characters (lm-eval's completion_len).
+    scores = [ll / max(len(c), 1) for ll, c in zip(logliks, choices)] if metric == "acc_norm" else logliks
+    best = max(range(len(scores)), key=scores.__getitem__)
+    extra: dict[str, Any] = {"choice_logliks": logliks}
+    if len(set(scores)) == 1 and len(scores) > 1:
+        extra["choice_tie"] = True  # every choice scored alike: the pick is the first, by position
+    return choices[best], str(best), extra
 
 
 def prompt_of(raw: Any) -> tuple[str, Any]:
@@ -169,8 +237,13 @@ def item(sample: dict[str, Any], metric: str) -> Item:
     hashed, prompt = prompt_of(args[0][0])
     if sample.get("prompt_hash") not in (None, hash_string(hashed)):
         raise LogImportError(f"doc {sample['doc_id']}: prompt_hash does not match the recorded prompt")
-    text, answer, extra = completion(sample, args)
-    hashes = {k: sample.get(k) for k in ("doc_hash", "prompt_hash", "target_hash")}
+    try:
+        text, answer, extra = completion(sample, args, metric)
+    except (IndexError, TypeError, ValueError) as exc:
+        raise LogImportError(f"doc {sample['doc_id']}: malformed resps ({exc})") from exc
+    # By part, so a refusal can say which differs: the document, the prompt as sent, the target.
+    hashes = {"document": sample.get("doc_hash"), "prompt": sample.get("prompt_hash")}
+    hashes["target"] = sample.get("target_hash")
     raw_doc = sample.get("doc")
     doc: dict[str, Any] = raw_doc if isinstance(raw_doc, dict) else {}
     meta: dict[str, Any] = {PAIR_KEY: hashes, "filter": sample.get("filter"), **extra}
@@ -181,6 +254,7 @@ def item(sample: dict[str, Any], metric: str) -> Item:
         input=prompt,
         text=text,
         sha256=sha256_text(text),
+        latency_s=None,  # lm-eval logs no timings
         answer=answer,
         gold=gold_of(sample.get("target")),
         correct=correctness(sample.get(metric)),
@@ -196,16 +270,21 @@ def generation_kwargs(sample: dict[str, Any]) -> dict[str, Any]:
 
 def sampling(sample: dict[str, Any], results: dict[str, Any], model_args: dict[str, Any]) -> SamplingInfo:
     """What was sent. API clients (local-*, openai-*) ignore ``do_sample`` and send
-    ``temperature`` (default 0); other models sample only when ``do_sample`` is set."""
+    ``temperature`` (default 0); other models sample only when ``do_sample`` is set. Without a
+    results file the client is unknown: the temperature is known only where both readings agree,
+    and the seed not at all."""
     kwargs = generation_kwargs(sample)
     config = results.get("config") or {}
-    if str(config.get("model") or "") in API_CLIENTS:
-        temperature = float(kwargs.get("temperature", 0.0))
-        seed = int(model_args.get("seed", API_SEED))
+    api = float(kwargs.get("temperature", 0.0))
+    local = 0.0 if not kwargs.get("do_sample", False) else float(kwargs.get("temperature", 1.0))
+    temperature: float | None
+    seed: int | None
+    if not results:
+        temperature, seed = (api if api == local else None), None
+    elif str(config.get("model") or "") in API_CLIENTS:
+        temperature, seed = api, int(model_args.get("seed", API_SEED))
     else:
-        greedy = not kwargs.get("do_sample", False)
-        temperature = 0.0 if greedy else float(kwargs.get("temperature", 1.0))
-        seed = int(config.get("random_seed", 0) or 0)
+        temperature, seed = local, int(config.get("random_seed", 0) or 0)
     tokens = kwargs.get("max_tokens", kwargs.get("max_gen_toks", model_args.get("max_gen_toks", 256)))
     return SamplingInfo(
         temperature=temperature,
@@ -245,8 +324,11 @@ def identity(
             "client": config.get("model"),
             "model_args": args,
             "generation": generation_kwargs(sample),
-            # API clients leave results' chat_template empty: the prompt's shape says it.
-            "chat_template": isinstance(prompt_of(arguments(sample)[0][0])[1], list),
+            # API clients leave results' chat_template empty (the server applies its own): the
+            # prompt's shape says it. Local models (hf, vllm) record the template they applied.
+            "chat_template": bool(results.get("chat_template"))
+            or isinstance(prompt_of(arguments(sample)[0][0])[1], list),
+            "chat_template_sha256": results.get("chat_template_sha") or None,
         },
     }
     source = {
@@ -259,6 +341,7 @@ def identity(
         "file_sha256": file_sha256(path),
         **picked,
         "prompt_template": task_config.get("doc_to_text"),
+        "chat_template_sha256": results.get("chat_template_sha") or None,
         "num_fewshot": task_config.get("num_fewshot"),
     }
     return engine, source
@@ -271,13 +354,16 @@ def expected_count(results: dict[str, Any], task: str) -> int | None:
 
 def read(path: Path, o: ImportOptions) -> Imported:
     samples = read_lines(path)
-    results = results_for(path)
+    results, notes = results_for(path, o.allow_incomplete)
     m = NAME.match(path.name)
     task = m["task"] if m else path.stem
     chosen = pick(samples, o.choose, "filter", "filter")
     rows = [s for s in samples if chosen is None or str(s.get("filter")) == chosen]
     metric = metric_name(rows[0], o.metric)
-    items = sorted((item(s, metric) for s in rows), key=lambda it: (len(it.id), it.id))
+    try:
+        items = sorted((item(s, metric) for s in rows), key=lambda it: (len(it.id), it.id))
+    except LogImportError as exc:
+        raise LogImportError(f"{path}: {exc}") from exc
     if len({it.id for it in items}) != len(items):
         raise LogImportError(f"{path}: a doc_id appears twice under filter {chosen!r}")
     expected = expected_count(results, task)
@@ -293,6 +379,20 @@ def read(path: Path, o: ImportOptions) -> Imported:
     created = datetime.fromtimestamp(when, timezone.utc).isoformat(timespec="seconds")
     suite = suite_info(f"lm-eval/{task}", version, path.name, items)
     filters = list(dict.fromkeys(str(s.get("filter")) for s in samples))
-    notes = [f"filter {chosen!r} of {filters}"] if len(filters) > 1 else []
+    notes += [f"filter {chosen!r} of {filters}"] if len(filters) > 1 else []
+    ties = sum(1 for it in items if it.metadata.get("choice_tie"))
+    if ties:
+        source["tied_items"] = ties
+        notes.append(tie_note(ties, len(items)))
     info = sampling(rows[0], results, model_arguments(results.get("config") or {}))
+    if info.temperature is None:
+        notes.append("temperature unknown (no results file to say which client sent the request)")
     return Imported(header(o, engine, info, suite, created, source), items, notes)
+
+
+def tie_note(ties: int, n: int) -> str:
+    return (
+        f"{ties} of {n} item(s) score every choice alike (e.g. all log-likelihoods 0.0, from a server "
+        "that returns no continuation log-probabilities): their pick is the first choice, and their "
+        "scores carry no information"
+    )

@@ -22,6 +22,7 @@ from servediff.compare import quality as q
 from servediff.compare.divergence import Divergence
 from servediff.compare.hazard import kaplan_meier
 from servediff.compare.kl_runs import is_scoring
+from servediff.compare.load import load_sweeps
 from servediff.compare.loader import ReportOptions
 from servediff.compare.mechanism import (
     CLASSES,
@@ -50,13 +51,13 @@ from servediff.report.model import (
     ProbeCheck,
     QualityView,
     Report,
+    Sampling,
     Side,
     SubjectAgreement,
     Subjects,
     SuiteMethod,
     Tool,
 )
-from servediff.types import SamplingParams
 
 CHANCE = {"mmlu": 0.25}  # four options
 # A model whose name says it was tuned for chat answers raw prompts as text to continue.
@@ -109,13 +110,20 @@ def build(study: Study, options: ReportOptions) -> Report:
         replica_checks=cluster_view.replica_checks(study),
         claim_groups=experiment_view.grouped(claims),
         runs=run_rows(study),
+        load=load_sweeps(study, options.warmup, options.margin, options.near_tie),
     )
 
 
 # --- method -----------------------------------------------------------------------------------
 def prompt_form(run: Run) -> str:
     first = next(iter(run.items.values()), None)
-    return "chat messages" if first is not None and isinstance(first.input, list) else "raw prompt"
+    if first is not None and isinstance(first.input, list):
+        return "chat messages"
+    # A text prompt a client already put through the chat template (lm-eval hf --apply_chat_template).
+    options = run.header.engine.get("options")
+    if isinstance(options, dict) and options.get("chat_template") is True:
+        return "prompt with the chat template applied"
+    return "raw prompt"
 
 
 ASKED = {
@@ -156,7 +164,8 @@ def _engine(label: str, configs: Sequence[Configuration]) -> Engine:
         label=label,
         kind=kind,
         model=filenames.in_text(str(e.get("model"))),
-        where=str(e.get("base_url") or "in-process"),
+        # An import that records no URL ran somewhere unknown, not in this process.
+        where=str(e.get("base_url") or ("not recorded" if imported else "in-process")),
         version=str(e.get("server_version") or "not exposed"),
         settings=filenames.in_text(json.dumps(what, sort_keys=True)),
         asked=how,
@@ -209,7 +218,7 @@ def suite_method(study: Study, suite: str) -> SuiteMethod:
         items=len(h.suite.item_ids),
         content_sha256=h.suite.content_sha256,
         data_sha256=h.suite.data_sha256,
-        sampling=SamplingParams(**s.model_dump()),  # the record's header, as the runner's type
+        sampling=Sampling(**s.model_dump()),  # temperature and seed may be unrecorded (an import)
         concurrency=h.concurrency,
         prompt_form=prompt_form(configs[0].runs[0]),
         runs=tuple((c.label, len(c.runs)) for c in configs),

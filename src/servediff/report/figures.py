@@ -19,17 +19,30 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from servediff.compare.load import LoadSweep
 from servediff.compare.quality import Accuracy
 from servediff.compare.sampled import SampledPair
 from servediff.report.model import Comparison, KlRow, Matrix, SpeedView, Subjects, Verdict
+from servediff.report.xmltext import xml_text
 
 WIDTH = 7.0  # inches; the page scales the SVG to its column
 CLASS_COLORS = {"near-tie flip": "#66bb6a", "rank change": "#ffa726", "unexplained": "#ef5350"}
 
 
 def plain(text: str) -> str:
-    """A label matplotlib draws literally: no mathtext (``$…$``)."""
-    return text.replace("$", r"\$")
+    """A label matplotlib draws literally: no mathtext (``$…$``), and nothing the SVG, which is
+    XML, cannot hold (``xml_text``)."""
+    return xml_text(text).replace("$", r"\$")
+
+
+def error_bars(values: Sequence[float], lows: Sequence[float], highs: Sequence[float]) -> list[list[float]]:
+    """matplotlib's ``[[below…], [above…]]`` distances of an interval from its estimate, never
+    negative: an interval computed in floating point can miss its own estimate by an ulp (a
+    Wilson bound of 0.9999999999999999 at 10/10), and matplotlib refuses the whole figure then."""
+    return [
+        [max(0.0, v - lo) for v, lo in zip(values, lows)],
+        [max(0.0, hi - v) for v, hi in zip(values, highs)],
+    ]
 
 
 def to_svg(fig: Figure, salt: str) -> str:
@@ -116,7 +129,7 @@ def accuracy_svg(rows: Sequence[Accuracy]) -> str:
     ax = fig.subplots()
     y = np.arange(len(rows))[::-1]
     values = np.array([r.accuracy for r in rows])
-    err = np.array([[r.accuracy - r.ci.low for r in rows], [r.ci.high - r.accuracy for r in rows]])
+    err = error_bars([r.accuracy for r in rows], [r.ci.low for r in rows], [r.ci.high for r in rows])
     suites = list(dict.fromkeys(r.suite for r in rows))
     colors = [f"C{suites.index(r.suite) % 10}" for r in rows]
     ax.barh(y, values, xerr=err, color=colors, alpha=0.8, capsize=3)
@@ -184,8 +197,8 @@ def speed_quality_svg(verdicts: Sequence[Verdict]) -> str:
             ax.errorbar(
                 [s.value],
                 [q.delta * 100],
-                xerr=[[s.value - s.low], [s.high - s.value]],
-                yerr=[[(q.delta - q.low) * 100], [(q.high - q.delta) * 100]],
+                xerr=error_bars([s.value], [s.low], [s.high]),
+                yerr=error_bars([q.delta * 100], [q.low * 100], [q.high * 100]),
                 fmt="o",
                 color=color,
                 capsize=4,
@@ -210,10 +223,10 @@ def throughput_svg(levels: Sequence[SpeedView]) -> str:
     for n, (name, rows) in enumerate(sweeps.items()):
         rows = sorted((r for r in rows if r.tokens_per_s is not None), key=lambda r: r.concurrency)
         xs = [r.concurrency for r in rows]
-        ys = [r.tokens_per_s.value for r in rows if r.tokens_per_s]
-        lo = [r.tokens_per_s.value - r.tokens_per_s.low for r in rows if r.tokens_per_s]
-        hi = [r.tokens_per_s.high - r.tokens_per_s.value for r in rows if r.tokens_per_s]
-        ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o-", color=f"C{n % 10}", capsize=4, label=plain(name))
+        speeds = [r.tokens_per_s for r in rows if r.tokens_per_s]
+        ys = [s.value for s in speeds]
+        bars = error_bars(ys, [s.low for s in speeds], [s.high for s in speeds])
+        ax.errorbar(xs, ys, yerr=bars, fmt="o-", color=f"C{n % 10}", capsize=4, label=plain(name))
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("concurrency (requests in flight)")
@@ -221,6 +234,37 @@ def throughput_svg(levels: Sequence[SpeedView]) -> str:
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     return to_svg(fig, "throughput")
+
+
+def load_svg(sweeps: Sequence[LoadSweep]) -> str:
+    """What each step of concurrency buys and costs: output tokens/s (x) against the divergence
+    hazard per 1,000 tokens vs the base run (y), one line per sweep, each point its concurrency."""
+    fig = Figure(figsize=(WIDTH, 3.6))
+    ax = fig.subplots()
+    for n, s in enumerate(sweeps):
+        rows = [x for x in s.levels if x.tokens_per_s is not None and x.hazard is not None]
+        if not rows:
+            continue
+        xs = [x.tokens_per_s.value for x in rows if x.tokens_per_s]
+        rates = [x.hazard.per_1000() for x in rows if x.hazard]
+        speed = [x.tokens_per_s for x in rows if x.tokens_per_s]
+        xerr = error_bars([t.value for t in speed], [t.low for t in speed], [t.high for t in speed])
+        yerr = error_bars([r for r, _, _ in rates], [lo for _, lo, _ in rates], [hi for _, _, hi in rates])
+        ys = [r for r, _, _ in rates]
+        color = f"C{n % 10}"
+        label = plain(f"{s.label} ({s.suite})")
+        ax.errorbar(xs, ys, xerr=xerr, yerr=yerr, fmt="o-", color=color, capsize=3, label=label)
+        for x, y, level in zip(xs, ys, rows):
+            ax.annotate(
+                f"c={level.concurrency}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7
+            )
+    ax.set_xlabel("output tokens/s (95 % bootstrap interval)")
+    ax.set_ylabel("divergences per 1,000 tokens vs the base")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return to_svg(fig, "load")
 
 
 def first_divergence_svg(pairs: Sequence[SampledPair]) -> str:

@@ -9,28 +9,46 @@ failed check is a <failure>; a check that engine errors left undecided is an <er
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from servediff.gate.result import GateReport
 from servediff.report import fmt
+from servediff.report.xmltext import xml_text
 
 
-def _case(suite: ET.Element, name: str, outcome: str | None, kind: str, message: str) -> None:
-    case = ET.SubElement(suite, "testcase", classname="servediff.gate", name=name)
+def _element(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
+    """The one way this module adds an element: its text and attributes through ``xml_text``."""
+    el = ET.SubElement(parent, tag, {k: xml_text(v) for k, v in attrs.items()})
+    if text is not None:
+        el.text = xml_text(text)
+    return el
+
+
+def _case(
+    suite: ET.Element,
+    name: str,
+    outcome: str | None,
+    kind: str,
+    message: str,
+    classname: str = "servediff.gate",
+) -> None:
+    case = _element(suite, "testcase", classname=classname, name=name)
     if outcome is not None:
-        ET.SubElement(case, outcome, type=kind, message=message).text = message
+        _element(case, outcome, message, type=kind, message=message)
     else:
-        ET.SubElement(case, "system-out").text = message
+        _element(case, "system-out", message)
 
 
 def document(g: GateReport) -> ET.ElementTree:
     d = g.determinism
     root = ET.Element("testsuites")
-    suite = ET.SubElement(root, "testsuite", name=f"servediff gate {g.b} vs {g.a}")
+    suite = _element(root, "testsuite", name=f"servediff gate {g.b} vs {g.a}")
     text = f"control {g.a}: {d.status} ({d.identical}/{d.compared} identical, {d.errors} errored)"
     if d.status == "skipped":
-        case = ET.SubElement(suite, "testcase", classname="servediff.gate", name="determinism")
-        ET.SubElement(case, "skipped", message="--no-determinism-check")
+        case = _element(suite, "testcase", classname="servediff.gate", name="determinism")
+        _element(case, "skipped", message="--no-determinism-check")
     else:
         outcome = {"deterministic": None, "NOT deterministic": "failure"}.get(d.status, "error")
         _case(suite, "determinism", outcome, d.status, text)
@@ -44,6 +62,10 @@ def document(g: GateReport) -> ET.ElementTree:
     )
     outcome = None if g.verdict == "pass" else "error" if g.exit_code == 2 else "failure"
     _case(suite, f"non-inferiority[{g.suite}]", outcome, g.verdict, text)
+    return _counted(root, suite)
+
+
+def _counted(root: ET.Element, suite: ET.Element) -> ET.ElementTree:
     cases = suite.findall("testcase")
     suite.set("tests", str(len(cases)))
     for tag, attr in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped")):
@@ -51,8 +73,30 @@ def document(g: GateReport) -> ET.ElementTree:
     return ET.ElementTree(root)
 
 
-def write(g: GateReport, path: Path) -> None:
+def _save(tree: ET.ElementTree, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tree = document(g)
     ET.indent(tree)
     tree.write(path, encoding="utf-8", xml_declaration=True)
+
+
+def write(g: GateReport, path: Path) -> None:
+    _save(document(g), path)
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One check of another command (the audit): ``outcome`` None passed, else "failure"/"error"."""
+
+    name: str
+    outcome: str | None
+    kind: str
+    message: str
+
+
+def write_cases(title: str, classname: str, cases: Sequence[Case], path: Path) -> None:
+    """A one-suite JUnit file of ``cases``, laid out as the gate's."""
+    root = ET.Element("testsuites")
+    suite = _element(root, "testsuite", name=title)
+    for c in cases:
+        _case(suite, c.name, c.outcome, c.kind, c.message, classname)
+    _save(_counted(root, suite), path)

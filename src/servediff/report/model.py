@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servediff.compare.hazard import HORIZONS, Hazard
+from servediff.compare.load import LoadSweep
 from servediff.compare.mechanism import Drift, Precision
 from servediff.compare.quality import Accuracy, PairQuality
 from servediff.compare.runs import RunRow
 from servediff.compare.sampled import Sampled
 from servediff.compare.speed import Interval
 from servediff.compare.vocabulary import ControlVerdict, DesignKind, DivergenceClass, Kind, QualityVerdict
-from servediff.types import SamplingParams
 
 SCHEMA_VERSION = 1
 TopK = tuple[tuple[str, float], ...]
@@ -43,6 +43,18 @@ class Engine:
 
 
 @dataclass(frozen=True, slots=True)
+class Sampling:
+    temperature: float | None  # None: not recorded (an import)
+    seed: int | None
+    max_tokens: int
+    top_logprobs: int
+    enable_thinking: bool | None
+    top_p: float = 1.0
+    top_k: int = 0
+    samples: int = 1  # draws per item (sampled runs)
+
+
+@dataclass(frozen=True, slots=True)
 class SuiteMethod:
     name: str
     version: str
@@ -50,9 +62,9 @@ class SuiteMethod:
     items: int
     content_sha256: str
     data_sha256: str
-    sampling: SamplingParams  # the run's own sampling type (types.SamplingParams)
+    sampling: Sampling
     concurrency: int
-    prompt_form: str  # "chat messages" or "raw prompt"
+    prompt_form: str  # "chat messages", "raw prompt" or "prompt with the chat template applied"
     runs: tuple[tuple[str, int], ...]  # (label, repeats)
 
 
@@ -471,6 +483,7 @@ class Report:
     replica_checks: tuple[ReplicaCheck, ...] = ()  # configurations served by several replicas
     claim_groups: tuple[ClaimGroup, ...] = ()  # the claims, one row per configuration and claim
     runs: tuple[RunRow, ...] = ()  # every run record the report is made of
+    load: tuple[LoadSweep, ...] = ()  # each load sweep: throughput bought against determinism lost
 
     @property
     def comparisons(self) -> tuple[Comparison, ...]:

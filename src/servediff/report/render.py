@@ -26,7 +26,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from servediff.gate.result import GateReport
-from servediff.report import figures, fmt, html_doc, markdown_doc, mdtext, sections, wording
+from servediff.report import figures, fmt, html_doc, load_view, markdown_doc, mdtext, sections, wording
 from servediff.report.model import Report
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
@@ -78,6 +78,7 @@ def _environment(**escaping: Any) -> Environment:
     )
     env.globals["w"] = wording
     env.globals["fmt"] = fmt
+    env.globals["lv"] = load_view
     return env
 
 
@@ -95,20 +96,32 @@ def _html_env() -> Environment:
     env = _environment(autoescape=True)
     env.filters.update(fmt.FILTERS)
     env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
-    env.globals["figures"] = _svg_figures
+    env.globals["figures"] = svg_figures
     env.globals["slot"] = lambda where, r: html_doc.render(sections.slot(where, r))
     return env
 
 
 class _SvgFigures:
-    """Figures for the HTML template; each SVG is produced by matplotlib, which escapes its text."""
+    """Figures for the HTML template; each SVG is produced by matplotlib, which escapes its text.
+
+    A figure that fails becomes a note where it would have been: a plot only shows numbers the
+    tables beside it already give, so it must never cost the reader the report (matplotlib once
+    refused an error bar 1e-16 below zero and `report --html` exited with nothing written)."""
 
     def __getattr__(self, name: str) -> Any:
         fn = getattr(figures, name)
-        return lambda *a, **k: Markup(fn(*a, **k))
+
+        def draw(*args: Any, **kwargs: Any) -> Markup:
+            try:
+                return Markup(fn(*args, **kwargs))
+            except Exception as exc:  # any failure of the plotting library: see the class docstring
+                return Markup('<p class="muted figure-failed">Figure not drawn ({}: {}); the numbers are in '
+                              "the tables.</p>").format(type(exc).__name__, str(exc)[:300])  # fmt: skip
+
+        return draw
 
 
-_svg_figures = _SvgFigures()
+svg_figures = _SvgFigures()
 
 
 def markdown(report: Report) -> str:

@@ -1,6 +1,7 @@
 """Suites: what is asked. ``SUITES`` maps a name to its loader; a ``.jsonl`` path is a user suite.
 
-servediff run --suite prompts | branching | gsm8k | mmlu | path/to/suite.jsonl  [--data PATH] [--limit N]
+servediff run --suite prompts | branching | shared-prefix | gsm8k | mmlu | path/to/suite.jsonl
+    [--data PATH] [--limit N]
 servediff run --suite humaneval --allow-code-execution ...   (scored by running the model's code)
 """
 
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from servediff.suites import branching, gsm8k, mmlu, prompts
+from servediff.suites import branching, gsm8k, mmlu, prompts, shared_prefix
 from servediff.suites.base import Score, Suite
 
 
@@ -42,6 +43,17 @@ def _branching(o: SuiteOptions) -> Suite:
     return suite
 
 
+def _shared_prefix(o: SuiteOptions) -> Suite:
+    if o.path is not None:
+        raise ValueError("the shared-prefix suite is built in: it takes no path")
+    suite = shared_prefix.builtin()
+    if o.limit is not None:
+        from servediff.suites.sampling import first_n
+
+        suite = first_n(suite, o.limit)
+    return suite
+
+
 def _gsm8k(o: SuiteOptions) -> Suite:
     from servediff.suites.sampling import random_n
 
@@ -64,6 +76,7 @@ def _humaneval(o: SuiteOptions) -> Suite:
 SUITES: dict[str, Callable[[SuiteOptions], Suite]] = {
     "prompts": _prompts,
     "branching": _branching,
+    "shared-prefix": _shared_prefix,
     "gsm8k": _gsm8k,
     "mmlu": _mmlu,
     "humaneval": _humaneval,

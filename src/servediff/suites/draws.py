@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 
 from servediff.suites.base import Suite
-from servediff.types import Sample, SamplingParams
+from servediff.types import MAX_SAMPLES, Sample, SamplingParams
 
 SEP = "#"
 SEED_BITS = 31  # a positive int32: the widest seed every engine's API accepts
@@ -47,5 +47,7 @@ def expand(suite: Suite, params: SamplingParams) -> Suite:
     (temperature > 0), the suite itself when it is greedy."""
     if not params.sampled:
         return suite
+    if not 1 <= params.samples <= MAX_SAMPLES:  # the CLI and experiment files refuse it earlier
+        raise ValueError(f"samples must be from 1 to {MAX_SAMPLES}, got {params.samples}")
     samples = tuple(d for s in suite.samples for d in draws(s, params))
     return dataclasses.replace(suite, samples=samples)

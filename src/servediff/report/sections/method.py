@@ -56,12 +56,16 @@ def blocks(r: Report) -> tuple[Block, ...]:
     )
 
 
+def _recorded(x: object) -> str:
+    return "not recorded" if x is None else str(x)
+
+
 def _suite(s: SuiteMethod) -> tuple[Spans, Spans, Spans]:
     p = s.sampling
     drawn = (
         f" (each draw's own seed derived from it), top_p {p.top_p}, top_k {p.top_k or 'none'}, "
         f"{p.samples} draws per item"
-        if p.temperature > 0
+        if p.temperature and p.temperature > 0
         else ""
     )
     thinking = "not sent" if p.enable_thinking is None else p.enable_thinking
@@ -78,7 +82,8 @@ def _suite(s: SuiteMethod) -> tuple[Spans, Spans, Spans]:
             "….",
         ),
         spans(
-            f"Sampling: temperature {p.temperature}, seed {p.seed}{drawn}, max_tokens {p.max_tokens}, "
+            f"Sampling: temperature {_recorded(p.temperature)}, seed {_recorded(p.seed)}{drawn}, "
+            f"max_tokens {p.max_tokens}, "
             f"top_logprobs {p.top_logprobs or 'not requested'}, enable_thinking {thinking}; "
             f"concurrency {s.concurrency}."
         ),

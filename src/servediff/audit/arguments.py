@@ -1,0 +1,82 @@
+"""``servediff audit``'s command line.
+
+    servediff audit --help
+
+Only argparse lives here (``cli_args`` adds it to the others); the flags are checked as they are
+parsed, so a bad level or workload is a usage error before any request is sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from servediff.argtypes import count, fraction, nonnegative_float, output_file, output_folder, positive_int
+from servediff.audit.names import ENGINES, WORKLOADS
+
+
+def levels(text: str) -> tuple[int, ...]:
+    """Concurrency levels as "8" or "4,8,16": each at least 2 (alone always runs)."""
+    try:
+        out = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of whole numbers: {text!r}") from None
+    if not out or any(x < 2 for x in out):
+        raise argparse.ArgumentTypeError(f"levels under load must be whole numbers ≥ 2, not {text!r}")
+    return tuple(sorted(set(out)))
+
+
+def workloads(text: str) -> tuple[str, ...]:
+    out = tuple(x.strip() for x in text.split(",") if x.strip())
+    bad = [x for x in out if x not in WORKLOADS]
+    if not out or bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown workload {', '.join(bad) or text!r}; choose from {', '.join(WORKLOADS)}"
+        )
+    return out
+
+
+def add_audit(sub: Any) -> None:
+    p = sub.add_parser(
+        "audit",
+        help="audit an engine's determinism promise under load, with a negative control (exit 0/1/2)",
+        description="Sends each workload prompt alone, then in blocks of concurrent requests (the "
+        "needle at a random slot), to the promise configuration and to a negative control that is "
+        "expected to diverge. Exit 0: no divergence, reported with an exact upper bound on the rate, "
+        "and the control diverged; 1: the promise diverged (the trials, positions and logprob gaps "
+        "are listed); 2: the control did not diverge either (the workload was too weak to test "
+        "anything), or usage, input or engine errors. Re-running resumes from the records.",
+    )
+    src = p.add_argument_group("what to audit (one of)")
+    src.add_argument("--base-url", help="the server that keeps the promise (OpenAI-compatible)")
+    src.add_argument("--control-url", help="the negative control: a server expected to diverge")
+    src.add_argument("--experiment", type=Path, help="an experiment file: launch its configurations")
+    src.add_argument("--promise", help="with --experiment: the configuration that keeps the promise")
+    src.add_argument("--control", help="with --experiment: the negative control's configuration")
+    src.add_argument("--from", dest="from_dir", type=Path, help="recompute the verdict from these records")
+    src.add_argument("--profile", choices=ENGINES, help="with --print-experiment: the engine")
+    src.add_argument("--print-experiment", action="store_true", help="print the profile's experiment file")
+    p.add_argument("--label", default="promise", help="name of the promise side in records")
+    p.add_argument("--control-label", default="control", help="name of the control side in records")
+    p.add_argument("--model", help="the served model id (default: the first the server lists)")
+    p.add_argument(
+        "--workload", type=workloads, default=("needle",), help=f"comma list of {', '.join(WORKLOADS)}"
+    )
+    p.add_argument("--levels", type=levels, default=(8,), help="concurrency levels under load (default 8)")
+    p.add_argument("--trials", type=positive_int, default=25, help="needle blocks per level (default 25)")
+    p.add_argument("--repeats", type=positive_int, default=2, help="alone sends per prompt (default 2)")
+    p.add_argument("--rounds", type=positive_int, default=5, help="timing rounds per level (default 5)")
+    p.add_argument("--seed", type=count, default=0, help="seed of the plan (needle slots, fillers)")
+    p.add_argument("--max-tokens", type=positive_int, default=64, help="per request (default 64)")
+    p.add_argument("--top-logprobs", type=count, default=5, help="logprobs per token (0: none; default 5)")
+    p.add_argument("--temperature", type=nonnegative_float, default=0.0, help="0: greedy (default)")
+    p.add_argument("--sampling-seed", type=count, default=42, help="every request's seed (default 42)")
+    p.add_argument("--max-prefix", type=positive_int, default=4097, help="cap on prefix lengths (chars)")
+    p.add_argument("--confidence", type=fraction, default=0.95, help="of the upper bound (default 0.95)")
+    p.add_argument("--timeout", type=positive_int, default=600, help="seconds per request (default 600)")
+    p.add_argument("--out", type=output_folder, default=Path("audit-runs"), help="folder for the records")
+    p.add_argument("--md", type=output_file, help="write the Markdown audit here")
+    p.add_argument("--junit", type=output_file, help="write JUnit XML here")
+    p.add_argument("--json", action="store_true", help="print the JSON summary instead of Markdown")
+    p.add_argument("--no-progress", action="store_true")
