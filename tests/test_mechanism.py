@@ -12,6 +12,7 @@ from servediff.compare import hazard as hz
 from servediff.compare.divergence import Point, first_token
 from servediff.compare.mechanism import (
     NEAR_TIE,
+    NOT_MEASURED,
     RANK_CHANGE,
     RECORDED,
     UNEXPLAINED,
@@ -130,7 +131,7 @@ def test_unexplained_cases_say_why() -> None:
     assert cls == UNEXPLAINED and "B's token is not in A's top-2" in note
     cls, note = classify(P, dist(("A", -0.2), ("B", -0.25)), dist(("B", -0.1), ("C", -2.0)), 0.1)
     assert cls == UNEXPLAINED and "A's token is not in B's top-2" in note
-    assert classify(P, None, None, 0.1)[0] == UNEXPLAINED
+    assert classify(P, None, None, 0.1)[0] == NOT_MEASURED
 
 
 def test_end_of_sequence_matches_by_id_or_empty_text() -> None:
@@ -158,7 +159,7 @@ def test_explain_prefers_recorded_logprobs_and_falls_back_to_the_probe() -> None
     assert e2.a is not None and e2.a.source == "probe: embedded replay" and e2.b is None
     assert e2.cls == NEAR_TIE and "from A alone" in e2.note
     e3 = explain(p, (bare_a, bare_b), {})
-    assert e3.cls == UNEXPLAINED and "did not record logprobs; no probe" in e3.note
+    assert e3.cls == NOT_MEASURED and "did not record logprobs; no probe" in e3.note
 
 
 def test_drift_survival_and_precision() -> None:

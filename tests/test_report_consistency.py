@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from servediff.compare.loader import load
 from servediff.compare.mechanism import Precision
 from servediff.compare.speed import Interval, Load
 from servediff.report import fmt, render, wording
 from servediff.report.assembly import build
-from servediff.report.options import load
 from tests.report_fixtures import write_study
 
 GPU_STUDY = Path(__file__).resolve().parents[1] / "docs" / "gpu-h200" / "study-full.tar.gz"
@@ -33,6 +33,15 @@ def html_text(page: str) -> str:
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
 
 
+def gap(g: float | None, p: Precision) -> str:
+    """A gap as the reports show it, with its grid steps derived here from the precision."""
+    if g is None:
+        return "—"
+    if g == 0:
+        return "0 (exact tie)"
+    return f"{g:.4f} ({g / p.smallest_step:.0f} steps)" if p.coarse and p.smallest_step else f"{g:.4f}"
+
+
 def expected(summary: dict[str, Any]) -> list[str]:
     """Phrases built from summary.json alone, each number formatted as both reports format it."""
     out: list[str] = []
@@ -43,8 +52,8 @@ def expected(summary: dict[str, Any]) -> list[str]:
         )
         prec = Precision(**{k: v for k, v in c["precision"].items() if k != "coarse"})
         for d in c["divergences"]:
-            gap_a = fmt.gap(d["a"]["gap"] if d["a"] else None, prec)
-            gap_b = fmt.gap(d["b"]["gap"] if d["b"] else None, prec)
+            gap_a = gap(d["a"]["gap"] if d["a"] else None, prec)
+            gap_b = gap(d["b"]["gap"] if d["b"] else None, prec)
             shift = (
                 "—"
                 if d["shift_a"] is None and d["shift_b"] is None
@@ -104,13 +113,13 @@ def speed_phrases(summary: dict[str, Any]) -> list[str]:
                 f"{fmt.speedup(x['value'])} ({wording.direction(Interval(**x))}) "
                 f"[{fmt.speedup(x['low'])}, {fmt.speedup(x['high'])}] vs {s['reference']}"
             )
-    for v in summary["verdicts"]:
+    for v in summary["verdicts"]:  # the verdict table's row
         x = v["speedup"]
-        if v["reference"] and x and _unsteady(v):
-            out.append(f"{v['label']} vs {v['reference']}: {fmt.speedup(x['value'])} output tokens/s")
+        if v["reference"] and x and _unsteady(v):  # a note in place of the interval
+            out.append(f"{v['label']} {v['reference']} {fmt.speedup(x['value'])}")
         elif v["reference"] and x:
-            way = wording.direction(Interval(**x))
-            out.append(f"{v['label']} vs {v['reference']}: {fmt.speedup(x['value'])} ({way})")
+            speed = f"{fmt.speedup(x['value'])} [{fmt.speedup(x['low'])}, {fmt.speedup(x['high'])}]"
+            out.append(f"{v['label']} {v['reference']} {speed}")
     return out + attribution_phrases(summary) + kl_phrases(summary)
 
 

@@ -27,6 +27,7 @@ from servediff.cli_args import build_parser
 if TYPE_CHECKING:
     from servediff.engines.factory import EngineSpec
     from servediff.experiment import Experiment, Outcome
+    from servediff.gate import GateRequest
 
 
 class UsageError(Exception):
@@ -136,10 +137,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from servediff.compare.loader import load
     from servediff.compare.study import require_comparison
     from servediff.report import render
     from servediff.report.assembly import build
-    from servediff.report.options import load
 
     margin = 0.01 if args.margin is None else args.margin  # the report's margin when none is asked
     study, options = load(
@@ -155,16 +156,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # full collections from re-scanning 100,000s of items while the report model allocates.
     gc.freeze()
     report = build(study, options)
-    md = render.markdown(report)
-    if args.md:
-        args.md.parent.mkdir(parents=True, exist_ok=True)
-        args.md.write_text(md, encoding="utf-8")
-    print(json.dumps(render.summary(report), indent=2) if args.json else md)
+    if args.json:
+        render.write_reports(report, render.Outputs(md=args.md))
+        print(json.dumps(render.summary(report), indent=2))
+    else:
+        md = render.markdown(report)  # rendered once: printed, and written where asked
+        print(md)
+        if args.md:
+            args.md.parent.mkdir(parents=True, exist_ok=True)
+            args.md.write_text(md, encoding="utf-8")
     if args.margin is None:
         return 0
-    from servediff.report.wording import failed_checks
+    from servediff.compare.checks import failed_checks
 
-    failed = failed_checks(report)
+    failed = failed_checks(report.controls, report.quality.pairs if report.quality else ())
     for line in failed:
         print(f"check failed: {line}", file=sys.stderr)
     return 1 if failed else 0
@@ -195,9 +200,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from servediff.compare.loader import load
     from servediff.report import render
     from servediff.report.assembly import build
-    from servediff.report.options import load
 
     # The same study and model compare builds: runs, probe records beside them, the two thresholds.
     report = build(
@@ -213,17 +218,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not (args.html or args.md):
         print(render.markdown(report))
         return 0
-    for path, text in ((args.html, render.html), (args.md, render.markdown)):
-        if path:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text(report), encoding="utf-8")
-            print(f"wrote {path}")
+    for path in render.write_reports(report, render.Outputs(html=args.html, md=args.md)):
+        print(f"wrote {path}")
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from servediff.compare.loader import load
     from servediff.export import rows, write_csv, write_parquet
-    from servediff.report.options import load
 
     if not (args.csv or args.parquet):
         raise UsageError("give --csv PATH and/or --parquet PATH")
@@ -381,11 +383,42 @@ def _finish_experiment(outcome: Outcome, t0: float | None = None, summary: bool 
     return 1 if outcome.flags else 0
 
 
+def gate_request(args: argparse.Namespace) -> GateRequest:
+    """The gate's flags as the library's request (a side is named by its label, else its knob set)."""
+    from servediff.gate import GateOptions, GateRequest, SideFlags
+
+    determinism = 0 if args.no_determinism_check else args.determinism_items
+    options = GateOptions(
+        args.out,
+        args.margin,
+        args.alpha,
+        args.max_items,
+        args.batch,
+        args.seed,
+        determinism,
+        not args.no_progress,
+        power=args.power,
+        discordance=args.discordance,
+        pilot=args.pilot,
+    )
+    return GateRequest(
+        a=SideFlags(args.label_a or args.config_a or "control", args.config_a, args.base_url_a),
+        b=SideFlags(args.label_b or args.config_b or "candidate", args.config_b, args.base_url_b),
+        suite=args.suite,
+        options=options,
+        data=args.data,
+        max_tokens=args.max_tokens,
+        max_tokens_b=args.max_tokens_b,
+        config_file=args.config_file,
+        model_path=args.model_path,
+    )
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
     from servediff import gate
     from servediff.report import junit, render
 
-    g = gate.run_from_args(args)
+    g = gate.run_request(gate_request(args))
     md = render.gate_markdown(g)
     if args.md:
         args.md.write_text(md, encoding="utf-8")

@@ -25,17 +25,19 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast, get_args
 
 from servediff.compare import hazard as hz
 from servediff.compare.mechanism import pair_hazard, survival_time
 from servediff.compare.quality import PairQuality, compare_scored, is_scored
 from servediff.compare.study import Configuration, PairResult, Study, compare_runs
+from servediff.compare.vocabulary import DesignKind
 from servediff.record import Run
 
 FactorSet = tuple[str, ...]
 
 
-def design_sets(kind: str, names: Sequence[str]) -> list[FactorSet]:
+def design_sets(kind: DesignKind, names: Sequence[str]) -> list[FactorSet]:
     """The factor sets a design runs besides the control's empty set, each in factor order:
     ``factorial`` every combination; ``one-at-a-time`` each factor alone, all minus each one
     and all of them (with three factors, that is every combination too); ``all`` all of them
@@ -98,7 +100,7 @@ class Interaction:
 @dataclass(frozen=True, slots=True)
 class SuiteAttribution:
     suite: str
-    design: str
+    design: DesignKind
     control: str
     factors: FactorSet
     control_deterministic: bool | None  # None: the control was not repeated
@@ -113,7 +115,7 @@ class SuiteAttribution:
 class Place:
     """A run's place in a design, as its header records it."""
 
-    design: str
+    design: DesignKind
     names: FactorSet
     on: FactorSet
 
@@ -123,9 +125,10 @@ def place(run: Run) -> Place | None:
     if not isinstance(value, dict):
         return None
     names, on = value.get("names"), value.get("on")
-    if not isinstance(names, list) or not isinstance(on, list):
+    design = value.get("design")
+    if not isinstance(names, list) or not isinstance(on, list) or design not in get_args(DesignKind):
         return None
-    return Place(str(value.get("design")), tuple(map(str, names)), tuple(map(str, on)))
+    return Place(cast(DesignKind, design), tuple(map(str, names)), tuple(map(str, on)))
 
 
 def attribute(study: Study, margin: float) -> tuple[SuiteAttribution, ...]:

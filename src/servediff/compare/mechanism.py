@@ -11,8 +11,9 @@ token's logprob. Pure functions on run items and probe entries; no engine is cal
 Classes (threshold in nats, default 0.1):
   near-tie flip  both sides rank the same two tokens on top and A's gap is below the threshold
   rank change    a larger gap, but each side's token is in the other side's top-k
-  unexplained    the other side's token is outside the top-k, or no logprobs were obtainable
-  not measured   the records hold no token data, so there is no token to measure at
+  unexplained    the other side's token is outside the top-k that was measured
+  not measured   no top-k at this position: the run recorded no logprobs and no probe measured
+                 it, or the records hold no token data, so there is no token to measure at
   sampled draw   the runs sample (temperature > 0): the sampler drew each token, so no top-2 gap
                  decides it, and the greedy classes do not apply; the logprob shifts still do
 """
@@ -24,6 +25,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 
@@ -31,14 +33,16 @@ from servediff.compare import hazard as hz
 from servediff.compare.divergence import Point, token_texts
 from servediff.compare.sampled import is_sampled
 from servediff.compare.study import PairResult
+from servediff.compare.vocabulary import DivergenceClass
 from servediff.record import Item
 
-NEAR_TIE = "near-tie flip"
-RANK_CHANGE = "rank change"
-UNEXPLAINED = "unexplained"
-NOT_MEASURED = "not measured"  # no token data: the divergence cannot be located on a token
-SAMPLED = "sampled draw"  # temperature > 0: a draw, not an argmax, chose the token
-CLASSES = (NEAR_TIE, RANK_CHANGE, UNEXPLAINED, NOT_MEASURED, SAMPLED)
+NEAR_TIE: Final = "near-tie flip"
+RANK_CHANGE: Final = "rank change"
+UNEXPLAINED: Final = "unexplained"
+# No top-k here (none recorded, none probed), or no token data to locate the divergence on.
+NOT_MEASURED: Final = "not measured"
+SAMPLED: Final = "sampled draw"  # temperature > 0: a draw, not an argmax, chose the token
+CLASSES: tuple[DivergenceClass, ...] = (NEAR_TIE, RANK_CHANGE, UNEXPLAINED, NOT_MEASURED, SAMPLED)
 RECORDED = "recorded during the run"
 DEFAULT_THRESHOLD = 0.1
 
@@ -75,7 +79,7 @@ class Explanation:
     point: Point
     a: Distribution | None
     b: Distribution | None
-    cls: str
+    cls: DivergenceClass
     shift_a_token: float | None  # logprob of A's token under B minus under A
     shift_b_token: float | None
     note: str  # why unexplained, or a caveat (a probe whose argmax is not the run's token)
@@ -135,10 +139,13 @@ def logprob_of(d: Distribution, token: str | None, token_id: int | None) -> floa
 
 
 # --- classification ----------------------------------------------------------------------------
-def classify(p: Point, a: Distribution | None, b: Distribution | None, threshold: float) -> tuple[str, str]:
-    """(class, note). ``a`` is required for any class but unexplained."""
+def classify(
+    p: Point, a: Distribution | None, b: Distribution | None, threshold: float
+) -> tuple[DivergenceClass, str]:
+    """(class, note). Without A's top-k nothing was measured: "unexplained" is kept for a token
+    that a measured top-k does not hold."""
     if a is None:
-        return UNEXPLAINED, "no logprobs obtainable for A at this position"
+        return NOT_MEASURED, "no top-k for A at this position"
     b_in_a = rank(a, p.b_token, p.b_id)
     a_in_b = None if b is None else rank(b, p.a_token, p.a_id)
     if b_in_a is None:
@@ -184,6 +191,7 @@ def explain(
     rec_a, rec_b = recorded(items[0], index), recorded(items[1], index)
     probe_a, probe_b = from_probe(probes.get((p.item_id, "a"))), from_probe(probes.get((p.item_id, "b")))
     a, b = rec_a or probe_a, rec_b or probe_b
+    cls: DivergenceClass
     if sampled:
         cls, note = SAMPLED, "the sampler drew this token; a top-2 gap does not decide a draw"
     else:

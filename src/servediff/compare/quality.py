@@ -9,11 +9,13 @@ engine failure is not a wrong answer. A pair is compared on the items scored in 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from servediff.compare import stats
 from servediff.compare.stats import Interval, PairedCounts
 from servediff.compare.study import PairResult, Study
+from servediff.compare.vocabulary import Kind, QualityVerdict
 from servediff.record import Item, Run
 
 
@@ -35,13 +37,18 @@ class Accuracy:
     def accuracy(self) -> float:
         return self.correct / self.n if self.n else float("nan")
 
+    @property
+    def cluster_half_width(self) -> float | None:
+        """The subject-clustered 95 % half-width (1.96 standard errors), where items name a subject."""
+        return None if self.cluster_se is None else 1.96 * self.cluster_se
+
 
 @dataclass(frozen=True, slots=True)
 class PairQuality:
     suite: str
     a: str
     b: str
-    kind: str  # "control" or "pair"
+    kind: Kind
     a_repeat: int
     b_repeat: int
     table: PairedCounts
@@ -51,7 +58,7 @@ class PairQuality:
     identical: int  # byte-identical completions among the n scored items
     p_mcnemar: float
     delta_ci: Interval  # Newcombe 95 % on accuracy(B) − accuracy(A)
-    verdict: str
+    verdict: QualityVerdict
     margin: float
     n_paired: int | None  # items for δ = margin at 80 % power, α = 0.05
     n_unpaired: int | None
@@ -73,6 +80,18 @@ def _counts(item: Item | None) -> bool:
     return item is not None and item.error is None and item.correct is not None
 
 
+SUBJECT_KEYS = ("subject", "category")  # where a suite's items name their MMLU subject
+
+
+def subject(item: Item) -> str | None:
+    """An item's subject (MMLU's, or a category): the one rule for clusters, tables and exports."""
+    for key in SUBJECT_KEYS:
+        value = item.metadata.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
 def _scored_item(run: Run, item_id: str) -> Item | None:
     item = run.items.get(item_id)
     return item if _counts(item) else None
@@ -88,7 +107,7 @@ def accuracy(run: Run) -> Accuracy:
     scored = [it for it in items if it is not None]
     correct = sum(bool(it.correct) for it in scored)
     n = len(scored)
-    subjects = [it.metadata.get("subject") for it in scored]
+    subjects = [subject(it) for it in scored]
     clustered = n > 0 and all(s is not None for s in subjects)
     return Accuracy(
         suite=run.header.suite.name,
@@ -107,26 +126,36 @@ def accuracy(run: Run) -> Accuracy:
     )
 
 
-def compare_scored(p: PairResult, margin: float) -> PairQuality:
-    both = b = c = neither = same = identical = errors = 0
-    for item_id in p.a_run.header.suite.item_ids:
-        ia, ib = _scored_item(p.a_run, item_id), _scored_item(p.b_run, item_id)
+def scored_pairs(a: Run, b: Run, ids: Iterable[str]) -> tuple[list[tuple[Item, Item]], int]:
+    """The items of ``ids`` scored under both runs, and how many were left out because either
+    side errored, is missing or has no score: an engine failure is not a wrong answer."""
+    pairs, errors = [], 0
+    for item_id in ids:
+        ia, ib = _scored_item(a, item_id), _scored_item(b, item_id)
         if ia is None or ib is None:
             errors += 1
-            continue
-        same += ia.answer is not None and ia.answer == ib.answer  # two failed extractions do not agree
-        identical += ia.sha256 == ib.sha256
-        if ia.correct and ib.correct:
-            both += 1
-        elif ia.correct:
-            b += 1
-        elif ib.correct:
-            c += 1
         else:
-            neither += 1
-    table = PairedCounts(both=both, b=b, c=c, neither=neither)
+            pairs.append((ia, ib))
+    return pairs, errors
+
+
+def paired_counts(pairs: Sequence[tuple[Item, Item]]) -> PairedCounts:
+    """The paired 2×2 table (both right, only A, only B, neither): the one tally of the quality
+    comparison and of the gate's sequence."""
+    both = sum(bool(ia.correct and ib.correct) for ia, ib in pairs)
+    b = sum(bool(ia.correct and not ib.correct) for ia, ib in pairs)
+    c = sum(bool(ib.correct and not ia.correct) for ia, ib in pairs)
+    return PairedCounts(both=both, b=b, c=c, neither=len(pairs) - both - b - c)
+
+
+def compare_scored(p: PairResult, margin: float) -> PairQuality:
+    pairs, errors = scored_pairs(p.a_run, p.b_run, p.a_run.header.suite.item_ids)
+    # two failed extractions do not agree
+    same = sum(ia.answer is not None and ia.answer == ib.answer for ia, ib in pairs)
+    identical = sum(ia.sha256 == ib.sha256 for ia, ib in pairs)
+    table = paired_counts(pairs)
     ci = stats.paired_ci(table)
-    base = (both + b) / table.n if table.n else 0.5
+    base = (table.both + table.b) / table.n if table.n else 0.5
     return PairQuality(
         suite=p.suite,
         a=p.a,
@@ -139,7 +168,7 @@ def compare_scored(p: PairResult, margin: float) -> PairQuality:
         same_answer=same,
         same_answer_ci=stats.wilson(same, table.n),
         identical=identical,
-        p_mcnemar=stats.mcnemar_exact(b, c),
+        p_mcnemar=stats.mcnemar_exact(table.b, table.c),
         delta_ci=ci,
         verdict=stats.verdict(ci, margin),
         margin=margin,

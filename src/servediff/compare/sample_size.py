@@ -88,6 +88,15 @@ class DesignSize:
     paired: int | None  # items, the same under both configurations (None: no variance seen)
     unpaired: int | None  # items per configuration
 
+    @property
+    def paired_draws(self) -> int | None:
+        """Draws per configuration the paired design takes (items × k)."""
+        return None if self.paired is None else self.paired * self.k
+
+    @property
+    def unpaired_draws(self) -> int | None:
+        return None if self.unpaired is None else self.unpaired * self.k
+
 
 @dataclass(frozen=True, slots=True)
 class Sizing:

@@ -30,6 +30,7 @@ from servediff.compare.sample_size import Sizing, sizing
 from servediff.compare.sampled_divergence import FirstDivergences, first_divergences
 from servediff.compare.stats import Interval, verdict
 from servediff.compare.study import PairResult, Study
+from servediff.compare.vocabulary import Kind, QualityVerdict
 from servediff.record import Run
 from servediff.suites.draws import SEP
 
@@ -146,9 +147,9 @@ class SampledPair:
     suite: str
     a: str
     b: str
-    kind: str  # "control" or "pair"
+    kind: Kind
     delta: Estimate | None  # mean over items of (B's pass rate − A's); None: unscored suite
-    verdict: str | None  # non-inferiority of B at the margin
+    verdict: QualityVerdict | None  # non-inferiority of B at the margin
     margin: float
     identical: int  # draws with the same text under both (same seed)
     compared: int  # draws error-free under both

@@ -32,22 +32,26 @@ class FirstDivergences:
     compared: int  # draws error-free under both runs
     positions: tuple[int, ...]  # sorted; one per diverged draw with a known token index
     unknown: int  # diverged draws without token ids
+    quartiles: tuple[float, float, float] | None = None  # of the known positions; None: none diverged
+    # (t, share of compared draws diverged within their first t tokens) for t in BY_TOKENS
+    within: tuple[tuple[int, float | None], ...] = ()
 
     @property
     def diverged(self) -> int:
         return len(self.positions) + self.unknown
 
-    def share_within(self, tokens: int) -> float | None:
-        """Share of compared draws that diverged within their first ``tokens`` tokens."""
-        if not self.compared:
-            return None
-        return sum(p < tokens for p in self.positions) / self.compared
 
-    def quantiles(self, qs: Sequence[float] = (0.25, 0.5, 0.75)) -> tuple[float, ...] | None:
-        """Quantiles of the known positions (linear interpolation); None when none diverged."""
-        if not self.positions:
-            return None
-        return tuple(float(x) for x in np.quantile(np.array(self.positions), qs))
+def share_within(positions: Sequence[int], compared: int, tokens: int) -> float | None:
+    """Share of compared draws that diverged within their first ``tokens`` tokens."""
+    return sum(p < tokens for p in positions) / compared if compared else None
+
+
+def quartiles(positions: Sequence[int]) -> tuple[float, float, float] | None:
+    """Quartiles of the known positions (linear interpolation); None when none diverged."""
+    if not positions:
+        return None
+    q1, q2, q3 = (float(x) for x in np.quantile(np.array(positions), (0.25, 0.5, 0.75)))
+    return q1, q2, q3
 
 
 def first_divergences(p: PairResult) -> FirstDivergences:
@@ -56,4 +60,6 @@ def first_divergences(p: PairResult) -> FirstDivergences:
         compared=p.total,
         positions=tuple(known),
         unknown=sum(d.token_index is None for d in p.divergences),
+        quartiles=quartiles(known),
+        within=tuple((t, share_within(known, p.total, t)) for t in BY_TOKENS),
     )

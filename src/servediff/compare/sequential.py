@@ -41,6 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from servediff.compare.vocabulary import GateVerdict
+
 GRID = 100
 
 
@@ -102,7 +104,7 @@ def bound(t: Tally, alpha: float, side: int, grid: int = GRID, tol: float = 1e-6
     return lo if side > 0 else hi
 
 
-def decide(t: Tally, margin: float, alpha: float, grid: int = GRID) -> str | None:
+def decide(t: Tally, margin: float, alpha: float, grid: int = GRID) -> GateVerdict | None:
     """ "pass" when Δ = −margin is rejected from below (the sequence lies above −margin: B is
     non-inferior), "fail" when rejected from above (B is worse by more than the margin), None
     while the sequence still contains −margin. Each error is at most α whenever the gate stops."""

@@ -279,7 +279,9 @@ def engine_decode_rate(runs: Sequence[Run], warmup: int) -> float | None:
     ``timings`` (predicted_n / predicted_ms, llama.cpp's C++ server)."""
     n = ms = 0.0
     for run in runs:
-        keep = {s.key for s in run_items(run, warmup).samples}
+        # In record order: a set's order follows the per-process string hash, and a float sum
+        # in another order can differ in its last bit from one run of the report to the next.
+        keep = dict.fromkeys(s.key for s in run_items(run, warmup).samples)
         for item_id in keep:
             t = run.items[item_id].metadata.get("engine_timings") or {}
             if "eval_n" in t and "eval_ms" in t:

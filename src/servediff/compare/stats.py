@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from scipy.stats import binom, norm
 
+from servediff.compare.vocabulary import QualityVerdict
+
 
 @dataclass(frozen=True, slots=True)
 class Interval:
@@ -52,6 +54,11 @@ class PairedCounts:
     @property
     def delta(self) -> float:
         return (self.c - self.b) / self.n if self.n else 0.0
+
+    @property
+    def changed(self) -> int:
+        """Items whose correctness differs between A and B (b + c, McNemar's discordant pairs)."""
+        return self.b + self.c
 
     @property
     def discordance(self) -> float:
@@ -149,7 +156,7 @@ def wald_paired_ci(t: PairedCounts, confidence: float = 0.95) -> Interval:
     return Interval(t.delta - z * se, t.delta + z * se)
 
 
-def verdict(ci: Interval, margin: float) -> str:
+def verdict(ci: Interval, margin: float) -> QualityVerdict:
     """Non-inferiority of B against A with margin m, read from the two-sided 95 % interval on Δ.
 
     The lower bound above −m is non-inferiority at one-sided α = 0.025; an upper bound below −m

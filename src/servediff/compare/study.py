@@ -22,6 +22,7 @@ from pathlib import Path, PurePath
 
 from servediff.compare.divergence import Divergence, find_divergence
 from servediff.compare.provenance import setup_problems, tie_warning, unknown_temperature
+from servediff.compare.vocabulary import Kind
 from servediff.record import Run
 
 
@@ -34,7 +35,7 @@ class PairResult:
     suite: str
     a: str  # label of the reference side
     b: str
-    kind: str  # "control" (repeat of one configuration) or "pair"
+    kind: Kind  # "control" (repeat of one configuration) or "pair"
     identical: int
     total: int  # items compared: present and error-free in both runs
     errors: int  # items left out because either side failed
@@ -71,7 +72,7 @@ class Study:
         return (*self.controls, *self.pairs)
 
 
-def compare_runs(a: Run, b: Run, kind: str) -> PairResult:
+def compare_runs(a: Run, b: Run, kind: Kind) -> PairResult:
     divergences: list[Divergence] = []
     identical = total = errors = noncomparable = 0
     for item_id in a.header.suite.item_ids:

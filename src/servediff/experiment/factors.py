@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from servediff.compare.attribution import design_sets
+from servediff.compare.vocabulary import DesignKind
 from servediff.experiment.source import Source
-from servediff.experiment.tables import DesignKind, ExperimentFile, FactorTable
+from servediff.experiment.tables import ExperimentFile, FactorTable
 
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 MAX_FACTORIAL = 4  # 16 configurations: beyond that, one factor at a time

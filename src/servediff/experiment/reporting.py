@@ -5,16 +5,15 @@ servediff experiment examples/llamacpp-flash.toml
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from servediff.compare.loader import load
 from servediff.compare.study import pairs_with
 from servediff.experiment.spec import Experiment
 from servediff.report import render
 from servediff.report.assembly import build
 from servediff.report.model import Report
-from servediff.report.options import load
 
 
 def write_report(exp: Experiment, paths: Sequence[Path], probes: Sequence[Path] = ()) -> Report | None:
@@ -25,7 +24,6 @@ def write_report(exp: Experiment, paths: Sequence[Path], probes: Sequence[Path] 
     if exp.pairs == "control":
         study = pairs_with(study, exp.control)
     report = build(study, options)
-    (exp.output / "report.md").write_text(render.markdown(report), encoding="utf-8")
-    (exp.output / "report.html").write_text(render.html(report), encoding="utf-8")
-    (exp.output / "summary.json").write_text(json.dumps(render.summary(report), indent=2), encoding="utf-8")
+    files = render.Outputs(exp.output / "report.md", exp.output / "report.html", exp.output / "summary.json")
+    render.write_reports(report, files)
     return report

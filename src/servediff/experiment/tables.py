@@ -17,12 +17,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
+from servediff.compare.vocabulary import DesignKind  # one vocabulary: the analysis reads it too
 from servediff.experiment.source import ExperimentError, Source
 from servediff.types import MAX_SAMPLES
 
 ExecutorKind = Literal["local", "ray"]
 Records = Literal["stream", "shared"]
-DesignKind = Literal["one-at-a-time", "factorial", "all"]
 EngineName = Literal["llamacpp", "hf"]
 Pairs = Literal["all", "control"]
 Thinking = Literal["on", "off", "unset"]

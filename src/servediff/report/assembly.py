@@ -17,10 +17,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from servediff.compare import filenames
 from servediff.compare import quality as q
 from servediff.compare.divergence import Divergence
+from servediff.compare.hazard import kaplan_meier
 from servediff.compare.kl_runs import is_scoring
 from servediff.compare.load import load_sweeps
+from servediff.compare.loader import ReportOptions
 from servediff.compare.mechanism import (
     CLASSES,
     RECORDED,
@@ -29,9 +32,11 @@ from servediff.compare.mechanism import (
     PairMechanism,
     measure_pair,
 )
+from servediff.compare.quality import subject
+from servediff.compare.runs import run_rows
 from servediff.compare.sampled import is_sampled, sampled
-from servediff.compare.stats import wilson
 from servediff.compare.study import Configuration, PairResult, Study
+from servediff.compare.vocabulary import ControlVerdict
 from servediff.record import Item, Run
 from servediff.redaction import redact_argv
 from servediff.report import attribution_view, cluster_view, experiment_view, kl_view, speed_view
@@ -53,10 +58,8 @@ from servediff.report.model import (
     SuiteMethod,
     Tool,
 )
-from servediff.report.options import ReportOptions
 
 CHANCE = {"mmlu": 0.25}  # four options
-SUBJECT_KEYS = ("subject", "category")  # where a suite's items name their MMLU subject
 # A model whose name says it was tuned for chat answers raw prompts as text to continue.
 CHAT_MODEL = re.compile(r"instruct|chat|-it\b|\bit\b", re.IGNORECASE)
 
@@ -105,6 +108,8 @@ def build(study: Study, options: ReportOptions) -> Report:
         sampled=sampled(study, options.margin),
         placements=cluster_view.placements(study),
         replica_checks=cluster_view.replica_checks(study),
+        claim_groups=experiment_view.grouped(claims),
+        runs=run_rows(study),
         load=load_sweeps(study, options.warmup, options.margin, options.near_tie),
     )
 
@@ -158,21 +163,25 @@ def _engine(label: str, configs: Sequence[Configuration]) -> Engine:
     return Engine(
         label=label,
         kind=kind,
-        model=str(e.get("model")),
+        model=filenames.in_text(str(e.get("model"))),
         # An import that records no URL ran somewhere unknown, not in this process.
         where=str(e.get("base_url") or ("not recorded" if imported else "in-process")),
         version=str(e.get("server_version") or "not exposed"),
-        settings=json.dumps(what, sort_keys=True),
+        settings=filenames.in_text(json.dumps(what, sort_keys=True)),
         asked=how,
         suites=tuple(c.suite for c in configs),
         runs=sum(len(c.runs) for c in configs),
-        imported=imported_origin(label, imported, e) if isinstance(imported, dict) else None,
+        imported=_origin(label, imported, e) if isinstance(imported, dict) else None,
     )
 
 
 def _launch(argv: object) -> list[str] | None:
     """The launch argv to show: redacted again, for records written before redaction existed."""
     return redact_argv([str(a) for a in argv]) if isinstance(argv, list) and argv else None
+
+
+def _origin(label: str, imported: dict[str, Any], engine: dict[str, Any]) -> str:
+    return filenames.in_text(imported_origin(label, imported, engine))
 
 
 def imported_origin(label: str, source: dict[str, Any], engine: dict[str, Any]) -> str:
@@ -205,20 +214,11 @@ def suite_method(study: Study, suite: str) -> SuiteMethod:
     return SuiteMethod(
         name=suite,
         version=h.suite.version,
-        source=h.suite.source,
+        source=filenames.in_text(h.suite.source),
         items=len(h.suite.item_ids),
         content_sha256=h.suite.content_sha256,
         data_sha256=h.suite.data_sha256,
-        sampling=Sampling(
-            s.temperature,
-            s.seed,
-            s.max_tokens,
-            s.top_logprobs,
-            s.enable_thinking,
-            s.top_p,
-            s.top_k,
-            s.samples,
-        ),
+        sampling=Sampling(**s.model_dump()),  # temperature and seed may be unrecorded (an import)
         concurrency=h.concurrency,
         prompt_form=prompt_form(configs[0].runs[0]),
         runs=tuple((c.label, len(c.runs)) for c in configs),
@@ -250,9 +250,11 @@ def tool(run: Run) -> Tool:
 def comparison(p: PairResult, options: ReportOptions) -> Comparison:
     m = measure_pair(p, options.probes, options.near_tie)
     why = {e.point.item_id: e for e in m.explanations}
+    # Coarse logits (bf16): each gap is also given in steps of the logprob grid.
+    step = m.precision.smallest_step if m.precision.coarse else None
     legend: list[str] = []
     views = tuple(
-        divergence_view(d, p.a_run.items[d.item_id], p.b_run.items[d.item_id], why[d.item_id], legend)
+        divergence_view(d, (p.a_run.items[d.item_id], p.b_run.items[d.item_id]), why[d.item_id], legend, step)
         for d in p.divergences
     )
     counts = Counter(v.cls for v in views)
@@ -282,10 +284,11 @@ def comparison(p: PairResult, options: ReportOptions) -> Comparison:
         probe_sources=tuple(legend),
         probe_checks=probe_checks(m),
         sampled=is_sampled(p.a_run),
+        survival=tuple(zip(*kaplan_meier(m.times))),
     )
 
 
-def control_verdict(p: PairResult) -> str:
+def control_verdict(p: PairResult) -> ControlVerdict:
     if p.total == 0:
         return "nothing to compare"
     if is_sampled(p.a_run):  # sampled: identical texts say the engine honoured each draw's seed
@@ -293,14 +296,15 @@ def control_verdict(p: PairResult) -> str:
     return "deterministic" if p.identical == p.total else "NOT deterministic"
 
 
-def _side(d: Distribution | None, legend: list[str]) -> Side | None:
+def _side(d: Distribution | None, legend: list[str], step: float | None) -> Side | None:
     if d is None:
         return None
+    steps = d.gap / step if step and d.gap is not None else None
     if d.source == RECORDED:
-        return Side(d.top, d.gap, d.source, "run")
+        return Side(d.top, d.gap, d.source, "run", steps)
     if d.source not in legend:
         legend.append(d.source)
-    return Side(d.top, d.gap, d.source, f"probe [{legend.index(d.source) + 1}]")
+    return Side(d.top, d.gap, d.source, f"probe [{legend.index(d.source) + 1}]", steps)
 
 
 def _tokens_match_text(item: Item) -> bool:
@@ -332,8 +336,10 @@ def _split(d: Divergence, a: Item, b: Item) -> tuple[str, str, str, str, str]:
     return a.text[:c], a.text[c : c + 1], a.text[c + 1 :], b.text[c : c + 1], b.text[c + 1 :]
 
 
-def divergence_view(d: Divergence, a: Item, b: Item, e: Explanation, legend: list[str]) -> DivergenceView:
-    prefix, a_first, a_rest, b_first, b_rest = _split(d, a, b)
+def divergence_view(
+    d: Divergence, items: tuple[Item, Item], e: Explanation, legend: list[str], step: float | None
+) -> DivergenceView:
+    prefix, a_first, a_rest, b_first, b_rest = _split(d, *items)
     return DivergenceView(
         item_id=d.item_id,
         char_index=d.char_index,
@@ -350,10 +356,10 @@ def divergence_view(d: Divergence, a: Item, b: Item, e: Explanation, legend: lis
         b_tokens=d.b_tokens,
         cls=e.cls,
         note=e.note,
-        a=_side(e.a, legend),
-        b=_side(e.b, legend),
-        a_probe=_side(e.a_probe, legend),
-        b_probe=_side(e.b_probe, legend),
+        a=_side(e.a, legend, step),
+        b=_side(e.b, legend, step),
+        a_probe=_side(e.a_probe, legend, step),
+        b_probe=_side(e.b_probe, legend, step),
         shift_a=e.shift_a_token,
         shift_b=e.shift_b_token,
     )
@@ -372,14 +378,6 @@ def probe_checks(m: PairMechanism) -> tuple[ProbeCheck, ...]:
 
 
 # --- quality ----------------------------------------------------------------------------------
-def subject(item: Item) -> str | None:
-    for key in SUBJECT_KEYS:
-        value = item.metadata.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
 def changed(p: PairResult) -> list[Changed]:
     sa, sb = q.scored_items(p.a_run), q.scored_items(p.b_run)
     return [
@@ -413,7 +411,7 @@ def quality(study: Study, margin: float) -> QualityView | None:
     chance = tuple(
         (a.label, a.suite, CHANCE[a.suite])
         for a in found.accuracies
-        if a.suite in CHANCE and a.n and wilson(a.correct, a.n).low <= CHANCE[a.suite]
+        if a.suite in CHANCE and a.n and a.ci.low <= CHANCE[a.suite]  # a.ci: the Wilson 95 % interval
     )
     scored = [p for p in study.pairs if q.is_scored(p.a_run) and q.is_scored(p.b_run)]
     subjects = tuple(Subjects(p.suite, p.a, p.b, rows) for p in scored if (rows := subject_agreement(p)))

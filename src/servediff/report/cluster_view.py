@@ -7,9 +7,9 @@ Both are empty for runs made on one machine by one server.
 
 from __future__ import annotations
 
+from servediff.compare.loader import is_sweep
 from servediff.compare.study import Study
 from servediff.report.model import Placement, ReplicaCheck
-from servediff.report.options import is_sweep
 
 
 def placements(study: Study) -> tuple[Placement, ...]:

@@ -13,10 +13,10 @@ import dataclasses
 from collections import defaultdict
 from typing import Any
 
+from servediff.compare.loader import is_sweep
 from servediff.compare.study import Study
 from servediff.record import Run
-from servediff.report.model import Claim, Sweep, SweepLevel
-from servediff.report.options import is_sweep
+from servediff.report.model import Claim, ClaimGroup, Sweep, SweepLevel
 
 FLAGGED = ("NOT ENGAGED", "NOT CONFIGURED")
 LONG_SWEEP = 30  # prompts: beyond this, list only those with more than one distinct output
@@ -63,6 +63,39 @@ def _claims(label: str, suite: str, run: Run) -> list[Claim]:
         )
         for claim, check in checks.items()
     ]
+
+
+def grouped(claims: tuple[Claim, ...]) -> tuple[ClaimGroup, ...]:
+    """One row per configuration and finding: the runs whose claim reads the same (engine,
+    version, status, detail) are listed together, and the claims of one configuration that end
+    the same way over the same runs share their row, instead of one row per run and claim."""
+    by_claim: dict[tuple[object, ...], list[Claim]] = {}
+    for c in claims:
+        key = (c.label, c.profile, c.serves, c.version, c.claim, c.status, c.detail, c.flagged)
+        by_claim.setdefault(key, []).append(c)
+    rows: dict[tuple[object, ...], list[list[Claim]]] = {}
+    for cs in by_claim.values():
+        c, runs = cs[0], tuple((x.suite, x.repeat) for x in cs)
+        rows.setdefault(
+            (c.label, c.profile, c.serves, c.version, c.status, c.detail, c.flagged, runs), []
+        ).append(cs)
+    return tuple(_group(row) for row in rows.values())
+
+
+def _group(row: list[list[Claim]]) -> ClaimGroup:
+    c = row[0][0]
+    return ClaimGroup(
+        label=c.label,
+        profile=c.profile,
+        starts=tuple(dict.fromkeys(x.start for x in row[0])),
+        serves=c.serves,
+        version=c.version,
+        claims=tuple(cs[0].claim for cs in row if cs[0].claim is not None),
+        status=c.status,
+        detail=c.detail,
+        flagged=c.flagged,
+        runs=tuple((x.suite, x.repeat) for x in row[0]),
+    )
 
 
 def distinct_outputs(runs: list[Run]) -> dict[str, int]:

@@ -19,7 +19,6 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from servediff.compare.hazard import kaplan_meier
 from servediff.compare.load import LoadSweep
 from servediff.compare.quality import Accuracy
 from servediff.compare.sampled import SampledPair
@@ -64,7 +63,7 @@ def survival_svg(curves: Sequence[Comparison]) -> str:
     ax = fig.subplots()
     horizon = max(max(t for t, _ in c.times) for c in curves) + 1
     for n, c in enumerate(curves):
-        xs, ys = kaplan_meier(c.times)
+        xs, ys = [x for x, _ in c.survival], [y for _, y in c.survival]
         color = f"C{n % 10}"
         seen = max(t for t, _ in c.times)
         name = f"{c.a} vs {c.b} ({c.suite})"

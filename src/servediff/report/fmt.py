@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from servediff.compare.mechanism import Precision
 from servediff.compare.sampled import Estimate
+from servediff.report.model import Side
 
 
 def ratio(k: int, n: int) -> str:
@@ -29,14 +29,15 @@ def logprob(x: float) -> str:
     return f"{x:.3f}"
 
 
-def gap(g: float | None, p: Precision) -> str:
-    if g is None:
+def gap(s: Side | None) -> str:
+    """A side's top-1 − top-2 gap, with its steps of the logprob grid where the logits are coarse."""
+    if s is None or s.gap is None:
         return "—"
-    if g == 0:
+    if s.gap == 0:
         return "0 (exact tie)"
-    if p.coarse and p.smallest_step:
-        return f"{g:.4f} ({g / p.smallest_step:.0f} steps)"
-    return f"{g:.4f}"
+    if s.steps is not None:
+        return f"{s.gap:.4f} ({s.steps:.0f} steps)"
+    return f"{s.gap:.4f}"
 
 
 def signed(x: float | None) -> str:

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from servediff.gate.result import GateReport
 from servediff.report import fmt
-from servediff.report.gate_model import GateReport
 from servediff.report.xmltext import xml_text
 
 

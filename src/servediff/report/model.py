@@ -17,8 +17,10 @@ from servediff.compare.hazard import HORIZONS, Hazard
 from servediff.compare.load import LoadSweep
 from servediff.compare.mechanism import Drift, Precision
 from servediff.compare.quality import Accuracy, PairQuality
+from servediff.compare.runs import RunRow
 from servediff.compare.sampled import Sampled
 from servediff.compare.speed import Interval, Load
+from servediff.compare.vocabulary import ControlVerdict, DesignKind, DivergenceClass, Kind, QualityVerdict
 
 SCHEMA_VERSION = 1
 TopK = tuple[tuple[str, float], ...]
@@ -83,6 +85,7 @@ class Side:
     gap: float | None
     source: str  # "recorded during the run" or "probe: <method>"
     cite: str  # "run", "probe [n]" (footnote of the comparison's probe legend)
+    steps: float | None = None  # the gap in steps of a coarse logprob grid (None: not coarse)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +103,7 @@ class DivergenceView:
     b_rest: str
     a_tokens: int | None
     b_tokens: int | None
-    cls: str
+    cls: DivergenceClass
     note: str
     a: Side | None
     b: Side | None
@@ -108,6 +111,11 @@ class DivergenceView:
     b_probe: Side | None
     shift_a: float | None  # logprob of A's token under B minus under A
     shift_b: float | None
+
+    @property
+    def prefix_length(self) -> int:
+        """Characters both completions share before the first differing token."""
+        return len(self.prefix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +164,7 @@ class Comparison:
     suite: str
     a: str
     b: str
-    kind: str  # "control" or "pair"
+    kind: Kind
     a_repeat: int
     b_repeat: int
     identical: int
@@ -164,10 +172,10 @@ class Comparison:
     errors: int
     # controls: "deterministic", "NOT deterministic", "nothing to compare"; sampled runs:
     # "seeds honoured", "seeds NOT honoured"
-    verdict: str | None
+    verdict: ControlVerdict | None
     threshold: float
     divergences: tuple[DivergenceView, ...]
-    classes: tuple[tuple[str, int], ...]  # every class, in a fixed order, with its count
+    classes: tuple[tuple[DivergenceClass, int], ...]  # every class, in a fixed order, with its count
     gap_median: float | None  # A's gap over the divergences that have one
     gap_max: float | None
     drift: Drift | None
@@ -179,6 +187,8 @@ class Comparison:
     probe_checks: tuple[ProbeCheck, ...]
     # Sampled runs (temperature > 0): a control then checks that per-request seeds reproduce.
     sampled: bool = False
+    # Kaplan–Meier from ``times``: (x, P(the first x tokens are identical)) at 0 and at each event.
+    survival: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +258,22 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimGroup:
+    """Claims that read the same in several runs of one configuration, said once."""
+
+    label: str
+    profile: str
+    starts: tuple[str, ...]  # each run's start (startup seconds or launch kind), distinct, in run order
+    serves: str
+    version: str
+    claims: tuple[str, ...]  # empty: the configuration claims nothing checkable
+    status: str
+    detail: str
+    flagged: bool
+    runs: tuple[tuple[str, int], ...]  # (suite, repeat) of every run the row holds for
+
+
+@dataclass(frozen=True, slots=True)
 class SweepLevel:
     concurrency: int
     repeats: int
@@ -297,7 +323,7 @@ class QualityDelta:
     delta: float
     low: float
     high: float
-    verdict: str
+    verdict: QualityVerdict
     margin: float
 
 
@@ -357,7 +383,7 @@ class ItemCauseView:
 @dataclass(frozen=True, slots=True)
 class AttributionView:
     suite: str
-    design: str
+    design: DesignKind
     control: str
     factors: tuple[str, ...]
     control_deterministic: bool | None
@@ -380,7 +406,7 @@ class KlRow:
     suite: str
     a: str
     b: str
-    kind: str
+    kind: Kind
     checkpoint_a: str
     checkpoint_b: str
     top_k: int
@@ -457,6 +483,8 @@ class Report:
     sampled: Sampled | None = None  # pass rates over k draws per item (temperature > 0 runs)
     placements: tuple[Placement, ...] = ()  # runs a cluster executor placed
     replica_checks: tuple[ReplicaCheck, ...] = ()  # configurations served by several replicas
+    claim_groups: tuple[ClaimGroup, ...] = ()  # the claims, one row per configuration and claim
+    runs: tuple[RunRow, ...] = ()  # every run record the report is made of
     load: tuple[LoadSweep, ...] = ()  # each load sweep: throughput bought against determinism lost
 
     @property

@@ -16,15 +16,17 @@ import json
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from servediff.report import figures, fmt, load_view, mdtext, wording
-from servediff.report.gate_model import GateReport
+from servediff.gate.result import GateReport
+from servediff.report import figures, fmt, html_doc, load_view, markdown_doc, mdtext, sections, wording
 from servediff.report.model import Report
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
@@ -85,6 +87,7 @@ def _markdown_env() -> Environment:
     env = _environment(autoescape=False, finalize=_finalize, keep_trailing_newline=True)
     env.filters.update({k: _as_md(f) for k, f in fmt.FILTERS.items()})
     env.filters.update(code=code, tok=tok, top2=top2)
+    env.globals["slot"] = lambda where, r: Md(markdown_doc.render(sections.slot(where, r)))
     return env
 
 
@@ -94,6 +97,7 @@ def _html_env() -> Environment:
     env.filters.update(fmt.FILTERS)
     env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
     env.globals["figures"] = svg_figures
+    env.globals["slot"] = lambda where, r: html_doc.render(sections.slot(where, r))
     return env
 
 
@@ -126,10 +130,11 @@ def markdown(report: Report) -> str:
 
 
 def markdown_summary(report: Report) -> str:
-    """The Summary section alone, as ``demo`` prints it at the end."""
+    """The verdict table and the Summary, as ``demo`` prints them at the end."""
     text = markdown(report)
-    start = text.index("## Summary")
-    end = text.find("\n## ", start + 1)
+    start = text.find("## Verdicts")
+    start = text.index("## Summary") if start < 0 else start
+    end = text.find("\n## ", text.index("## Summary") + 1)
     return text[start : end if end > 0 else None].rstrip()
 
 
@@ -162,6 +167,32 @@ def summary(report: Report) -> dict[str, Any]:
     """summary.json and ``compare --json``: the model itself, with its schema version."""
     out: dict[str, Any] = {"record": "servediff-summary", **_plain(report)}
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Outputs:
+    """Where a report goes: any of the three renderings, None for those not asked for."""
+
+    md: Path | None = None
+    html: Path | None = None
+    json: Path | None = None
+
+
+def write_reports(report: Report, out: Outputs) -> tuple[Path, ...]:
+    """Render the model once per asked format and write each file (folders made as needed);
+    the one writer behind ``compare``, ``report``, ``experiment`` and ``demo``."""
+    makers: tuple[tuple[Path | None, Callable[[Report], str]], ...] = (
+        (out.md, markdown),
+        (out.html, html),
+        (out.json, lambda r: json.dumps(summary(r), indent=2)),
+    )
+    written = []
+    for path, make in makers:
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(make(report), encoding="utf-8")
+            written.append(path)
+    return tuple(written)
 
 
 # --- gate (servediff gate): its own small model, rendered by the same environment ---

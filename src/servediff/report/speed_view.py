@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from servediff.compare import speed as sp
+from servediff.compare.loader import is_sweep
 from servediff.compare.study import Configuration, Study
 from servediff.report.model import Claim, QualityDelta, QualityView, SpeedView, Verdict
-from servediff.report.options import is_sweep
 
 
 def _items(c: Configuration, warmup: int, keyed: bool = False) -> sp.Items:

@@ -17,8 +17,8 @@ from servediff.compare.sample_size import Sizing, VarianceParts
 from servediff.compare.sampled import Sampled, SampledPair
 from servediff.compare.sampled_divergence import FirstDivergences
 from servediff.compare.speed import Interval, Load
+from servediff.gate.result import GateReport
 from servediff.report import fmt
-from servediff.report.gate_model import GateReport
 from servediff.report.model import (
     AttributionView,
     Claim,
@@ -27,8 +27,6 @@ from servediff.report.model import (
     FactorRow,
     ItemCauseView,
     ReplicaCheck,
-    Report,
-    Verdict,
 )
 
 STATUS_NOTE = {
@@ -209,22 +207,6 @@ def interval(x: Interval, f: Callable[[float], str]) -> str:
     return f"{f(x.value)} [{f(x.low)}, {f(x.high)}]"
 
 
-def speed_phrase(v: Verdict) -> str:
-    where = "sequential" if v.concurrency == 1 else f"at concurrency {v.concurrency}"
-    if v.reference is None:
-        rate = interval(v.tokens_per_s, fmt.per_s) if v.tokens_per_s else "n/a"
-        return f"{rate} output tokens/s ({where})"
-    if v.speedup is None:
-        return f"speed not comparable with {v.reference} (no timing over common items)"
-    s = v.speedup
-    if v.load is not None and v.load.unsteady:
-        return f"{fmt.speedup(s.value)} output tokens/s {where}, {load_note(v.load, v.reference, v.label)}"
-    return (
-        f"{fmt.speedup(s.value)} ({direction(s)}) output tokens/s {where} "
-        f"[{fmt.speedup(s.low)}, {fmt.speedup(s.high)}]"
-    )
-
-
 def load_note(load: Load, a: str, b: str) -> str:
     """Why a measured speedup gets no interval: the machine, not the configuration, may explain it."""
     why = (
@@ -238,23 +220,6 @@ def load_note(load: Load, a: str, b: str) -> str:
         f"NOT COMPARABLE: {why} (1-min load per usable core {per_core(load.a)} under {a}, "
         f"{per_core(load.b)} under {b}); measure again on a quiet machine"
     )
-
-
-def verdict_line(v: Verdict) -> str:
-    """The one line: speed, identity, quality, verification."""
-    head = f"{v.label} vs {v.reference}" if v.reference else f"{v.label} (reference)"
-    parts = [speed_phrase(v)]
-    parts += [f"{s}: {fmt.ratio(k, n)} identical" for s, k, n in v.identity]
-    if v.reference is None:
-        parts += [f"{s}: control {fmt.ratio(k, n)} identical" for s, k, n in v.control]
-    parts += [
-        f"{q.suite} Δ {fmt.spp(q.delta)} pp [{fmt.spp(q.low)}, {fmt.spp(q.high)}], {q.verdict} at "
-        f"{fmt.pp(q.margin)} pp"
-        for q in v.quality
-    ]
-    if v.verification:
-        parts.append(f"verification: {v.verification}")
-    return f"{head}: " + "; ".join(parts)
 
 
 def speed_intro(warmup: int) -> str:
@@ -418,7 +383,7 @@ def first_divergence_intro() -> str:
 
 def first_divergence_spread(f: FirstDivergences) -> str:
     """Median first differing token with its quartiles, over the draws that diverged."""
-    q = f.quantiles()
+    q = f.quartiles
     if q is None:
         return "none diverged"
     unknown = f"; {f.unknown} at an unknown token" if f.unknown else ""
@@ -426,7 +391,7 @@ def first_divergence_spread(f: FirstDivergences) -> str:
 
 
 def within_share(f: FirstDivergences, tokens: int) -> str:
-    x = f.share_within(tokens)
+    x = dict(f.within)[tokens]
     return "n/a" if x is None else f"{fmt.pp(x)} %"
 
 
@@ -451,24 +416,9 @@ def sizing_parts(z: Sizing) -> str:
     return f"B − A per draw: {parts(z.paired)}; A: {parts(z.a)}; B: {parts(z.b)}"
 
 
-def items_count(n: int | None, k: int) -> str:
+def items_count(n: int | None, draws: int | None) -> str:
     """Items, and in brackets the draws they take (items × k) per configuration."""
-    return "any (no variance seen)" if n is None else f"{fmt.count(n)} ({fmt.count(n * k)})"
-
-
-def failed_checks(report: Report) -> list[str]:
-    """``compare --margin``'s checks, as lines naming what failed (none: exit 0): every control
-    deterministic, every scored pair non-inferior at the margin (fixed-n Newcombe)."""
-    bad = [
-        f"control {c.a} ({c.suite}): {c.verdict}"
-        for c in report.controls
-        if c.verdict in ("NOT deterministic", "seeds NOT honoured")
-    ]
-    pairs = [q for q in (report.quality.pairs if report.quality else ()) if q.kind == "pair"]
-    if not pairs:
-        bad.append("no pair of scored runs to judge at the margin")
-    bad += [f"{q.b} vs {q.a} ({q.suite}): {q.verdict}" for q in pairs if q.verdict != "non-inferior"]
-    return bad
+    return "any (no variance seen)" if n is None or draws is None else f"{fmt.count(n)} ({fmt.count(draws)})"
 
 
 def replica_line(c: ReplicaCheck) -> str:

@@ -20,17 +20,16 @@ import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from servediff.compare import gate_budget, sequential
+from servediff.compare import gate_budget, quality, sequential
 from servediff.compare.gate_budget import GatePlan
 from servediff.compare.sequential import Tally
 from servediff.engines import Engine
 from servediff.filename import file_stem
+from servediff.gate.result import Checkpoint, Determinism, GateReport
 from servediff.record import Run, read_run
-from servediff.report.gate_model import Checkpoint, Determinism, GateReport
 from servediff.runner import RunPlan, execute
 from servediff.suites import Suite
 from servediff.types import SamplingParams
@@ -69,20 +68,11 @@ def gate_order(suite: Suite, seed: int, max_items: int | None) -> Suite:
 
 
 def tally(a: Run, b: Run, ids: list[str]) -> tuple[Tally, int]:
-    """Paired outcomes over ``ids``, and how many were left out because either side errored
-    (or has no score): an engine failure is not a wrong answer."""
-    c = lose = same = errors = 0
-    for item_id in ids:
-        ia, ib = a.items.get(item_id), b.items.get(item_id)
-        if ia is None or ib is None or ia.error or ib.error or ia.correct is None or ib.correct is None:
-            errors += 1
-        elif ib.correct and not ia.correct:
-            c += 1
-        elif ia.correct and not ib.correct:
-            lose += 1
-        else:
-            same += 1
-    return Tally(c=c, b=lose, z=same), errors
+    """Paired outcomes over ``ids`` (quality's one 2×2 tally), and how many were left out because
+    either side errored (or has no score): an engine failure is not a wrong answer."""
+    pairs, errors = quality.scored_pairs(a, b, ids)
+    t = quality.paired_counts(pairs)
+    return Tally(c=t.c, b=t.b, z=t.both + t.neither), errors
 
 
 def checkpoint(t: Tally, alpha: float) -> Checkpoint:
@@ -213,40 +203,52 @@ class SideSource:
     model_path: Path | None = None
 
 
-def run_from_args(args: Any) -> GateReport:
-    """``servediff gate``: both sides from the flags, the suite in its seeded order, the gate run
-    (or resumed from its records); the engines are closed however it ends."""
+@dataclass(frozen=True, slots=True)
+class SideFlags:
+    """One side as the command line names it: an embedded knob set, or a server's URL."""
+
+    label: str
+    config: str | None = None
+    base_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GateRequest:
+    """Everything ``servediff gate`` is asked: both sides, the suite, and how to run the gate."""
+
+    a: SideFlags
+    b: SideFlags
+    suite: str
+    options: GateOptions
+    data: Path | None = None  # the suite's data file instead of its default source
+    max_tokens: int | None = None  # None: the suite's own, else 300
+    max_tokens_b: int | None = None  # B's own cap (a capped candidate)
+    config_file: Path | None = None
+    model_path: Path | None = None
+
+
+def run_request(req: GateRequest) -> GateReport:
+    """Both sides built, the suite in its seeded order, the gate run (or resumed from its
+    records); the engines are closed however it ends."""
     from servediff.suites import SuiteOptions, load_suite
 
-    labels = [args.label_a or args.config_a or "control", args.label_b or args.config_b or "candidate"]
-    if labels[0] == labels[1]:  # checked first: it needs no data and no engine
-        raise ValueError(f"both sides are labelled {labels[0]!r}: give --label-a/--label-b")
-    suite = load_suite(args.suite, SuiteOptions(path=args.data))
-    sampling = SamplingParams(max_tokens=args.max_tokens or suite.max_tokens or 300)
-    src = SideSource(sampling, args.config_file, args.model_path)
-    capped = dataclasses.replace(src, sampling=dataclasses.replace(sampling, max_tokens=args.max_tokens_b))
-    determinism = 0 if args.no_determinism_check else args.determinism_items
-    opts = GateOptions(
-        args.out,
-        args.margin,
-        args.alpha,
-        args.max_items,
-        args.batch,
-        args.seed,
-        determinism,
-        not args.no_progress,
-        power=args.power,
-        discordance=args.discordance,
-        pilot=args.pilot,
+    if req.a.label == req.b.label:  # checked first: it needs no data and no engine
+        raise ValueError(f"both sides are labelled {req.a.label!r}: give --label-a/--label-b")
+    suite = load_suite(req.suite, SuiteOptions(path=req.data))
+    sampling = SamplingParams(max_tokens=req.max_tokens or suite.max_tokens or 300)
+    src = SideSource(sampling, req.config_file, req.model_path)
+    # B's own cap, where one is given (a capped candidate)
+    capped = dataclasses.replace(
+        src, sampling=dataclasses.replace(sampling, max_tokens=req.max_tokens_b or 0)
     )
-    a = build_side(labels[0], args.config_a, args.base_url_a, src)
+    a = build_side(req.a.label, req.a.config, req.a.base_url, src)
     try:
-        b = build_side(labels[1], args.config_b, args.base_url_b, capped if args.max_tokens_b else src)
+        b = build_side(req.b.label, req.b.config, req.b.base_url, capped if req.max_tokens_b else src)
     except BaseException:
         a.engine.close()
         raise
     try:
-        return run_gate(a, b, suite, opts)
+        return run_gate(a, b, suite, req.options)
     finally:
         a.engine.close()
         b.engine.close()

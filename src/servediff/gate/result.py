@@ -2,9 +2,9 @@
 
     servediff gate --config-a stock --config-b tuned --suite gsm8k --margin 0.02 --json
 
-A small frozen model beside ``report.model.Report``: ``gate.run_gate`` builds it from the
-records, ``render.gate_markdown`` and ``junit.write`` render it, ``render.gate_summary`` is its
-JSON. Nothing here is computed by a renderer.
+The gate's own result, in the gate package (the domain), not in the report: ``gate.run_gate``
+builds it from the records, ``report.render.gate_markdown`` and ``report.junit.write`` render it,
+``report.render.gate_summary`` is its JSON. Nothing here is computed by a renderer.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servediff.compare.sequential import Tally
+from servediff.compare.vocabulary import GateVerdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +49,7 @@ class GateReport:
     margin: float
     alpha: float
     max_items: int
-    verdict: str  # "pass", "fail", "inconclusive"
+    verdict: GateVerdict
     tally: Tally
     errors: int  # items run but errored on either side: left out of the sequence
     looked_at: int  # items run on both sides when the gate stopped

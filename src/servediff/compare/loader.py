@@ -1,0 +1,60 @@
+"""What an analysis is made from: the run records, the probe records beside them, and the options.
+
+    servediff report runs/*.jsonl runs/probes-*.jsonl --near-tie 0.1 --margin 0.01
+
+``load`` is the one loader behind ``compare``, ``report``, ``experiment`` and ``demo``: it
+reads run records and probe records from the same list of paths and returns the Study (the
+records, grouped and paired) with the ReportOptions that say how to read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from servediff.compare.mechanism import DEFAULT_THRESHOLD, ProbeSet
+from servediff.compare.study import Study, build_study, without_pairs_of
+from servediff.probe_record import is_probe_record, read_probes
+from servediff.record import Run, read_run
+
+DEFAULT_MARGIN = 0.01
+DEFAULT_TITLE = "servediff report"
+DEFAULT_WARMUP = 1
+
+
+def is_sweep(run: Run) -> bool:
+    return bool(run.header.extra.get("experiment", {}).get("sweep"))
+
+
+@dataclass(frozen=True, slots=True)
+class ReportOptions:
+    title: str = DEFAULT_TITLE
+    near_tie: float = DEFAULT_THRESHOLD  # nats: below it, a top-2 flip is a near-tie
+    margin: float = DEFAULT_MARGIN  # non-inferiority margin (fraction of items) for scored suites
+    probes: tuple[ProbeSet, ...] = ()
+    # Speed: the first N items sent in each run are warm-up, left out of every speed number and
+    # counted (the first request pays for loading and caches). 0 keeps them all.
+    warmup: int = DEFAULT_WARMUP
+
+
+def load(
+    paths: Sequence[Path],
+    *,
+    force: bool = False,
+    title: str = DEFAULT_TITLE,
+    near_tie: float = DEFAULT_THRESHOLD,
+    margin: float = DEFAULT_MARGIN,
+    warmup: int = DEFAULT_WARMUP,
+    checkpoints: bool = False,
+) -> tuple[Study, ReportOptions]:
+    """Runs and probe records from one list of files.
+
+    An experiment's load-sweep runs keep their controls (repeat vs repeat) but are not paired
+    with other configurations: the sweep section compares them among themselves."""
+    probe_paths = [p for p in paths if is_probe_record(p)]
+    runs = [read_run(p) for p in paths if p not in probe_paths]
+    study = build_study(runs, force=force, checkpoints=checkpoints)
+    study = without_pairs_of(study, [c.label for c in study.configurations if is_sweep(c.runs[0])])
+    probes = tuple(read_probes(p) for p in probe_paths)
+    return study, ReportOptions(title=title, near_tie=near_tie, margin=margin, probes=probes, warmup=warmup)

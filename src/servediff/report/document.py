@@ -1,0 +1,102 @@
+"""The report as a small document tree: what a section says, before any format.
+
+    servediff report runs/*.jsonl --md report.md --html report.html
+
+A section (``report.sections``) turns its part of the analysis into blocks: headings, paragraphs,
+bullet lists, tables of cells and figures, each made of spans of text with a style. The two
+backends (``report.markdown_doc``, ``report.html_doc``) only lay the blocks out and escape the
+text, so a sentence is written once for both formats and no number is formatted twice. A cell
+may carry a tone (its verdict: good, bad, warn), which the HTML colours and Markdown ignores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Style = Literal["plain", "code", "strong", "token"]
+Tone = Literal["good", "bad", "warn", "neutral"]
+Look = Literal["plain", "muted", "warn", "note"]
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    text: str | None  # None: a token that is the end of sequence (shown as such)
+    style: Style = "plain"
+
+
+Spans = tuple[Span, ...]
+
+
+def plain(text: object) -> Span:
+    return Span(str(text))
+
+
+def code(text: object) -> Span:
+    return Span(str(text), "code")
+
+
+def strong(text: object) -> Span:
+    return Span(str(text), "strong")
+
+
+def token(text: str | None) -> Span:
+    return Span(text, "token")
+
+
+def spans(*parts: Span | str) -> Spans:
+    """Text and spans in order; a bare string is plain text."""
+    return tuple(p if isinstance(p, Span) else Span(p) for p in parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Heading:
+    level: int  # 2: a section, 3: a subsection
+    text: Spans
+    anchor: str | None = None  # the HTML id (the navigation links to it)
+
+
+@dataclass(frozen=True, slots=True)
+class Paragraph:
+    text: Spans
+    look: Look = "plain"
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    text: Spans
+    tone: Tone | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Bullets:
+    items: tuple[Item, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    text: Spans
+    tone: Tone | None = None
+
+
+def cell(*parts: Span | str, tone: Tone | None = None) -> Cell:
+    return Cell(spans(*parts), tone)
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    header: tuple[str, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """A plot: SVG in HTML (drawn by ``report.figures``, which escapes its own text); Markdown
+    shows only the caption's pointer to the HTML report."""
+
+    name: str
+    svg: str
+    caption: str
+
+
+Block = Heading | Paragraph | Bullets | Table | Figure

@@ -1,0 +1,73 @@
+"""The report's sections, in the order a reader meets them; each one a module of this package.
+
+    servediff report runs/*.jsonl --md report.md --html report.html
+
+How to add a section
+--------------------
+1. Compute its numbers in ``compare/`` (a module of pure functions over the Study or records),
+   into a frozen dataclass with ``Literal`` vocabularies, and put that dataclass in the report
+   model (``report.model.Report``, built in ``report.assembly.build``): then summary.json holds
+   every number the section shows, and the consistency test can find each one there.
+2. Write ``report/sections/<name>.py`` with one function ``blocks(r: Report) -> tuple[Block, ...]``
+   that lays its part of the model out as a document tree (``report.document``: headings,
+   paragraphs, bullets, tables of cells with an optional tone, figures). It formats numbers with
+   ``report.fmt`` and computes none; an empty tuple leaves the section out.
+3. Register it in ``SECTIONS`` below: its name, its function and its slot (the place on the
+   page, one of ``Slot``). Both the Markdown and the HTML report then show it:
+   ``report.markdown_doc`` and ``report.html_doc`` lay the tree out where each template marks
+   the slot with ``{{ slot("<slot>", r) }}``; no template changes.
+
+A section that has not been ported yet is still written in both templates; ported ones are
+only a ``slot(...)`` call there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from servediff.report.document import Block
+from servediff.report.model import Report
+from servediff.report.sections import (
+    claims,
+    identity,
+    method,
+    placements,
+    replicas,
+    runs,
+    sampled,
+    summary,
+    verdicts,
+)
+
+Section = Callable[[Report], tuple[Block, ...]]
+# Where on the page a section goes: each template marks these places with ``slot(...)``.
+Slot = Literal["top", "summary", "checks", "method", "identity", "sampled", "appendix"]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    name: str
+    blocks: Section
+    slot: Slot
+
+
+# In page order within each slot.
+SECTIONS: tuple[Entry, ...] = (
+    Entry("verdicts", verdicts.blocks, "top"),
+    Entry("summary", summary.blocks, "summary"),
+    Entry("claims", claims.blocks, "checks"),
+    Entry("placements", placements.blocks, "checks"),
+    Entry("replicas", replicas.blocks, "checks"),
+    Entry("method", method.blocks, "method"),
+    Entry("identity", identity.blocks, "identity"),
+    Entry("parts", identity.parts, "identity"),
+    Entry("sampled", sampled.blocks, "sampled"),
+    Entry("runs", runs.blocks, "appendix"),
+)
+
+
+def slot(where: Slot, report: Report) -> tuple[Block, ...]:
+    """The blocks of every section in one place of the page, in registry order."""
+    return tuple(b for e in SECTIONS if e.slot == where for b in e.blocks(report))

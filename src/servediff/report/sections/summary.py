@@ -1,0 +1,81 @@
+"""The Summary: warnings and flags first, then each control, each pair and each scored pair in
+one line (the verdict table above it gives one row per configuration).
+
+    servediff compare runs/*.jsonl --md report.md
+"""
+
+from __future__ import annotations
+
+from servediff.compare.quality import PairQuality
+from servediff.report import fmt, wording
+from servediff.report.document import Block, Bullets, Heading, Item, Paragraph, Spans, code, spans, strong
+from servediff.report.model import Claim, Comparison, Report
+
+
+def blocks(r: Report) -> tuple[Block, ...]:
+    out: list[Block] = [Heading(2, spans("Summary"), "summary")]
+    out += [Paragraph(spans(strong("Warning:"), f" {w}"), "warn") for w in r.warnings]
+    out += [Paragraph(_flag(c), "warn") for c in r.flagged]
+    items = [Item(_control(c)) for c in r.controls]
+    if r.uncontrolled:
+        items.append(Item(spans(wording.no_control())))
+    items += [Item(_pair(c)) for c in r.pairs]
+    items += [Item(_scored(q)) for q in (r.quality.pairs if r.quality else ()) if q.kind == "pair"]
+    if r.errors_left_out:
+        items.append(
+            Item(
+                spans(
+                    f"{r.errors_left_out} item comparison(s) left out because a run recorded an engine error."
+                )
+            )
+        )
+    if items:
+        out.append(Bullets(tuple(items)))
+    return tuple(out)
+
+
+def _flag(c: Claim) -> Spans:
+    claim = (c.claim or "").replace("_", " ")
+    return spans(
+        strong("Flag:"),
+        " ",
+        code(c.label),
+        f" claims {claim} — ",
+        strong(c.status),
+        f" ({c.suite} #{c.repeat}: {c.detail}); {wording.flag_note(c.status)}",
+    )
+
+
+def _control(c: Comparison) -> Spans:
+    shown = strong(fmt.ratio(c.identical, c.total))
+    if c.sampled:
+        rest = f" samples identical{wording.not_reproduced(c)} — {c.verdict}."
+        return spans("Control ", code(c.a), f" ({c.suite}): per-request seeds reproduce: ", shown, rest)
+    return spans("Control ", code(c.a), f" ({c.suite}): ", shown, f" identical across repeats — {c.verdict}.")
+
+
+def _pair(c: Comparison) -> Spans:
+    head = spans(code(c.a), " vs ", code(c.b), f" ({c.suite}): ", strong(fmt.ratio(c.identical, c.total)))
+    if not c.divergences:
+        return (*head, *spans(" byte-identical."))
+    at = ", ".join(str(d.char_index) for d in c.divergences)
+    tail = f" byte-identical; divergences: {wording.class_counts(c)}; first differences at characters {at}."
+    return (*head, *spans(tail))
+
+
+def _scored(q: PairQuality) -> Spans:
+    t = q.table
+    return spans(
+        f"{q.suite}: {t.changed} of {t.n} scored items changed correctness between ",
+        code(q.a),
+        " and ",
+        code(q.b),
+        f" ({t.b} right only under ",
+        code(q.a),
+        f", {t.c} only under ",
+        code(q.b),
+        f"; exact McNemar p = {fmt.pvalue(q.p_mcnemar)}); Δ {fmt.spp(t.delta)} pp "
+        f"[{fmt.spp(q.delta_ci.low)}, {fmt.spp(q.delta_ci.high)}]: ",
+        strong(q.verdict),
+        f" at a {fmt.pp(q.margin)} pp margin.",
+    )

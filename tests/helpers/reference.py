@@ -1,0 +1,135 @@
+"""Reference studies: record files whose summary.json is kept beside them, so that a change to how
+the report is built can be checked to leave every number where it was.
+
+    python scripts/reference_summaries.py        # re-runs the small studies, rewrites the summaries
+
+Each study names its record files (a folder under ``tests/data/reference`` or a committed study's
+tarball under ``docs/``) and the options the report was built with; ``summary_of`` builds its
+summary.json the way ``servediff compare --json`` / ``servediff experiment`` do.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from servediff.compare.study import pairs_with
+from servediff.report import render
+from servediff.report.assembly import build
+from servediff.report.options import load  # (the old name works on the code the summaries came from)
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT / "tests" / "data" / "reference"
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceStudy:
+    name: str
+    source: str  # a folder under tests/data/reference, or a tarball under docs/
+    globs: tuple[str, ...] = ("**/*.jsonl",)
+    title: str = "servediff report"
+    checkpoints: bool = False
+    control: str | None = None  # experiments with pairs = "control": pairs with this label only
+
+    @property
+    def summary_path(self) -> Path:
+        return REFERENCE / f"{self.name}.summary.json"
+
+    def files(self, scratch: Path) -> list[Path]:
+        """The study's record files (a tarball is unpacked into ``scratch`` first)."""
+        folder = ROOT / self.source
+        if self.source.endswith(".tar.gz"):
+            folder = scratch / self.name
+            if not folder.exists():
+                with tarfile.open(ROOT / self.source) as tar:
+                    tar.extractall(folder, filter="data")
+        return sorted({p for g in self.globs for p in folder.glob(g)})
+
+
+STUDIES = (
+    # A small hand-built study (tests/report_fixtures.py): divergences, scores, subjects, markup.
+    ReferenceStudy("constructed", "tests/data/reference/constructed"),
+    # The demo's experiment (examples/embedded.toml) with small limits: embedded llama.cpp, probes.
+    ReferenceStudy("demo", "tests/data/reference/demo", title="demo (reduced)"),
+    # examples/embedded-sampled.toml with small limits: k draws per item, seeds, pass rates.
+    ReferenceStudy("sampled", "tests/data/reference/sampled", title="sampled (reduced)"),
+    # `servediff gate` records (stock against tuned, one-digit sums) compared as runs.
+    ReferenceStudy("gate", "tests/data/reference/gate", ("stock.gsm8k.jsonl", "tuned.gsm8k.jsonl")),
+    # The committed GPU studies.
+    ReferenceStudy("gpu-full", "docs/gpu-h200/study-full.tar.gz", ("runs/*.jsonl",)),
+    ReferenceStudy("gpu-throughput", "docs/gpu-h200/study-throughput.tar.gz", ("runs/*.jsonl",)),
+    ReferenceStudy("gpu-factors", "docs/gpu-h200/factors.tar.gz", ("runs/*/*.jsonl",)),
+    ReferenceStudy(
+        "gpu-kl",
+        "docs/gpu-h200-kl/study.tar.gz",
+        ("gpu-kl/runs/score-on-policy/*.jsonl", "gpu-kl/runs/score-gsm8k/*.jsonl"),
+    ),
+)
+
+
+def summary_of(study: ReferenceStudy, scratch: Path) -> dict[str, Any]:
+    """summary.json of the study's records, as the current code builds it."""
+    s, options = load(study.files(scratch), title=study.title, checkpoints=study.checkpoints)
+    if study.control is not None:
+        s = pairs_with(s, study.control)
+    return render.summary(build(s, options))
+
+
+def as_intended(summary: dict[str, Any]) -> dict[str, Any]:
+    """The reference with the deliberate changes applied, so that everything else is compared.
+
+    A divergence where nothing measured A's top-k (none recorded, none probed) was classed
+    "unexplained"; it is "not measured" now, and "unexplained" keeps its meaning (the other token
+    was outside a measured top-k). The class counts move with it; no other number does."""
+    out = copy.deepcopy(summary)
+    for c in [*out.get("controls", []), *out.get("pairs", [])]:
+        moved = 0
+        for d in c["divergences"]:
+            if d["cls"] == "unexplained" and d["a"] is None:
+                d["cls"], moved = "not measured", moved + 1
+                d["note"] = d["note"].replace(
+                    "no logprobs obtainable for A at this position", "no top-k for A at this position"
+                )
+        counts = dict(c["classes"])
+        counts["unexplained"] -= moved
+        counts["not measured"] += moved
+        c["classes"] = [[k, counts[k]] for k, _ in c["classes"]]
+    return out
+
+
+def differences(reference: Any, now: Any, where: str = "") -> list[str]:
+    """Where ``now`` departs from ``reference``: a value changed or a key removed. Keys only in
+    ``now`` are additions and allowed; so are the fields in ``CHANGED`` (deliberate changes)."""
+    if isinstance(reference, dict) and isinstance(now, dict):
+        out = []
+        for k, v in reference.items():
+            if re.sub(r"\[\d+\]", "", f"{where}.{k}") in CHANGED:
+                continue
+            if k not in now:
+                out.append(f"{where}.{k}: removed")
+            else:
+                out += differences(v, now[k], f"{where}.{k}")
+        return out
+    if isinstance(reference, list) and isinstance(now, list):
+        if len(reference) != len(now):
+            return [f"{where}: {len(reference)} entries, now {len(now)}"]
+        return [d for i, (r, n) in enumerate(zip(reference, now)) for d in differences(r, n, f"{where}[{i}]")]
+    if (
+        isinstance(reference, float)
+        and isinstance(now, float)
+        and math.isclose(reference, now, rel_tol=1e-12)
+    ):
+        return []  # a sum in another order (the reference's was one draw of a set's order)
+    return [] if reference == now else [f"{where}: {reference!r} → {now!r}"]
+
+
+# Fields whose text changes on purpose (each with its reason); their numbers live elsewhere.
+CHANGED: dict[str, str] = {
+    # A file is named relative to the working folder or by package, not by local path.
+    ".suites.source": "a suite's data file",
+}

@@ -1,0 +1,68 @@
+"""The report's sections as a document tree: both backends lay out the same blocks, escape what
+they print, and each ported section shows its part of the model (constructed study)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from servediff.compare.loader import load
+from servediff.report import html_doc, markdown_doc, render, sections
+from servediff.report.assembly import build
+from servediff.report.document import (
+    Bullets,
+    Heading,
+    Item,
+    Paragraph,
+    Table,
+    cell,
+    code,
+    spans,
+    strong,
+    token,
+)
+from tests.report_fixtures import LABEL_PAYLOAD, write_study
+
+
+def test_both_backends_lay_out_one_tree_and_escape_it() -> None:
+    blocks = (
+        Heading(2, spans("Title <b>"), "t"),
+        Paragraph(spans("a ", code("x`y"), " ", strong("*b*"), " ", token(" \n"), " ", token(None)), "warn"),
+        Bullets((Item(spans("one|two"), "bad"),)),
+        Table(("h", "v"), ((cell("<i>"), cell("1", tone="good")),)),
+    )
+    md, page = markdown_doc.render(blocks), str(html_doc.render(blocks))
+    assert md.startswith('## Title &lt;b&gt;\n\n> a ``x`y`` **\\*b\\*** `" \\n"` `end of sequence`')
+    assert "- one\\|two" in md and "| &lt;i&gt; | 1 |" in md
+    assert '<h2 id="t">Title &lt;b&gt;</h2>' in page and '<p class="warn">' in page
+    assert '<li class="tone-bad">one|two</li>' in page and '<td class="tone-good">1</td>' in page
+    assert "<i>" not in page.replace("&lt;i&gt;", "")
+
+
+def test_runs_section_counts_what_the_records_hold(tmp_path: Path) -> None:
+    paths = write_study(tmp_path / "runs")
+    report = build(*load(paths))
+    rows = {(r.label, r.repeat): r for r in report.runs}
+    assert len(rows) == len(paths) == 4
+    for path in paths:
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        head, items = lines[0], lines[1:]
+        row = rows[(head["label"], head["repeat"])]
+        assert row.items == len(items) and row.errors == sum(1 for i in items if i.get("error"))
+        assert row.output_tokens == sum(i.get("n_tokens") or 0 for i in items if not i.get("error"))
+    md, page = render.markdown(report), render.html(report)
+    assert "## Runs" in md and '<h2 id="runs">Runs</h2>' in page
+    assert md.index("## Runs") < md.index("## What this study does not establish")
+    assert "| `stock` | prompts | #2 |" in md
+
+
+def test_the_verdict_table_opens_the_report(tmp_path: Path) -> None:
+    report = build(*load(write_study(tmp_path / "runs")))
+    md = render.markdown(report)
+    assert md.index("## Verdicts") < md.index("## Summary")
+    table = next(b for b in sections.slot("top", report) if isinstance(b, Table))
+    assert [c.text[0].text for c, *_ in table.rows] == [v.label for v in report.verdicts]
+    assert LABEL_PAYLOAD in [v.label for v in report.verdicts]
+    # each byte-identity cell is toned by what it says: a pair that changed output is a warning
+    tuned = next(row for row in table.rows if row[0].text[0].text == "tuned")
+    assert tuned[3].tone == "warn" and "prompts 1/4" in (tuned[3].text[0].text or "")
