@@ -52,6 +52,11 @@ class Sampling:
     top_p: float = 1.0
     top_k: int = 0
     samples: int = 1  # draws per item (sampled runs)
+    # None: not sent (a record from before they were), so the server applied its own default
+    repeat_penalty: float | None = None
+    min_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
