@@ -31,7 +31,19 @@ ONE_THREAD = ["--n_threads", "1", "--n_threads_batch", "1", "--model_alias", "sm
 PROMPT_IDS = ("explain-hash-table", "explain-tcp", "verse-haiku")
 CLIENT_KEY = "sk-client-secret-0123456789"
 VARYING = re.compile(rb'"(id|created)": ?("[^"]*"|\d+)')
-REQUEST = {"model": "smollm2", "temperature": 0, "seed": 42, "max_tokens": 16}
+# Every sampling field servediff's own runs send a llama.cpp server (engines/server_sampling.py),
+# so that the direct runs the shadow records are compared with sample alike: a client that left
+# repeat_penalty out would get llama-cpp-python's default 1.1, and other text, by design.
+REQUEST = {
+    "model": "smollm2",
+    "temperature": 0,
+    "seed": 42,
+    "max_tokens": 16,
+    "top_p": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "extra_body": {"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0},
+}
 
 
 def messages(prompt_id: str) -> list[dict[str, str]]:
