@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from servediff import __version__
 from servediff.suites.base import Score
@@ -116,37 +116,12 @@ class Header(_Model):
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()
 
 
-class _ItemModel(_Model):
-    """The item line's schema as pydantic states it: consulted only for a line the fast decoder
-    refuses, to say which field is wrong (and to accept what pydantic's lax mode accepts)."""
-
-    id: str
-    input: Any
-    text: str
-    sha256: str
-    n_tokens: int | None = None
-    finish_reason: str | None = None
-    latency_s: float | None = 0.0
-    error: str | None = None
-    ttft_s: float | None = None
-    itl_s: float | None = None
-    finished_at: float | None = None
-    token_ids: list[int] | None = None
-    tokens: list[str] | None = None
-    token_source: str | None = None
-    logprobs: list[tuple[str, float, list[tuple[str, float]]]] | None = None
-    answer: str | None = None
-    gold: str | None = None
-    correct: bool | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
 class Item(
     msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True, gc=False
 ):
     """One finished item, as read back. A msgspec struct, not a pydantic model: a shadow record
     holds millions of lines, and validating each with pydantic was about 2/3 of compare's time
-    (bench/analysis.py). Same fields and checks as ``_ItemModel``, which names a bad field.
+    (bench/analysis.py). ``_ItemModel``, derived from it, names a bad field.
 
     ``gc=False``: an item refers only to strings, numbers, lists and dicts, never back to itself,
     so the cyclic GC need not track millions of them."""
@@ -178,6 +153,23 @@ class Item(
     def to_json(self) -> str:
         """The item as one JSON line's content (fields at their defaults left out)."""
         return msgspec.json.encode(self).decode()
+
+
+def _pydantic_twin(struct: type[msgspec.Struct]) -> type[_Model]:
+    """The item line's schema as pydantic states it, derived from ``Item`` so that the two cannot
+    drift: consulted only for a line the fast decoder refuses, to say which field is wrong (and
+    to accept what pydantic's lax mode accepts)."""
+    fields: dict[str, Any] = {}
+    for f in msgspec.structs.fields(struct):
+        if f.default_factory is not msgspec.NODEFAULT:
+            fields[f.name] = (f.type, Field(default_factory=f.default_factory))
+        else:
+            fields[f.name] = (f.type, ... if f.required else f.default)
+    model: type[_Model] = create_model("_ItemModel", __base__=_Model, **fields)
+    return model
+
+
+_ItemModel = _pydantic_twin(Item)
 
 
 _DECODER = msgspec.json.Decoder(Item)
