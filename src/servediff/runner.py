@@ -62,6 +62,7 @@ def suite_info(suite: Suite) -> SuiteInfo:
         data_sha256=suite.data_sha256,
         content_sha256=suite.content_sha256,
         item_ids=[s.id for s in suite.samples],
+        scoring=suite.scoring,
     )
 
 
@@ -147,7 +148,7 @@ def execute(
             c.finished_at = time.time()
             sample = by_id[c.item_id]
             # An engine failure is not a wrong answer: errored items are never scored.
-            score = suite.scorer(sample, c.text) if suite.scorer and c.error is None else None
+            score = suite.scorer(sample, c) if suite.scorer and c.error is None else None
             payload = list(sample.messages) if sample.messages is not None else sample.prompt
             f.write(item_line(c, payload, score, sample.metadata))
             f.flush()

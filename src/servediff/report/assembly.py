@@ -59,7 +59,7 @@ from servediff.report.model import (
     Tool,
 )
 
-CHANCE = {"mmlu": 0.25}  # four options
+CHANCE = {"mmlu": 0.25, "mmlu-letter": 0.25}  # four options
 # A model whose name says it was tuned for chat answers raw prompts as text to continue.
 CHAT_MODEL = re.compile(r"instruct|chat|-it\b|\bit\b", re.IGNORECASE)
 
@@ -222,6 +222,7 @@ def suite_method(study: Study, suite: str) -> SuiteMethod:
         concurrency=h.concurrency,
         prompt_form=prompt_form(configs[0].runs[0]),
         runs=tuple((c.label, len(c.runs)) for c in configs),
+        scoring=h.suite.scoring,
     )
 
 

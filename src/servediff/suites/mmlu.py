@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from servediff.hashing import file_sha256
-from servediff.suites.base import Score, Suite, jsonl_rows
+from servediff.suites.base import Score, Suite, jsonl_rows, reads_text
 from servediff.types import Sample
 
 VERSION = "1"
@@ -110,7 +110,7 @@ def _suite(
         keep = stratified_indices([r[0] for r in rows], limit, seed)
         source = f"{source} ({stratified_how('subject', limit, seed)})"
     samples = tuple(_sample(ids[i], *rows[i]) for i in keep)
-    return Suite("mmlu", VERSION, samples, sha, source, scorer=score, max_tokens=MAX_TOKENS)
+    return Suite("mmlu", VERSION, samples, sha, source, scorer=reads_text(score), max_tokens=MAX_TOKENS)
 
 
 Row = tuple[str, str, list[str], str]  # subject, question, four choices, gold letter
