@@ -515,7 +515,7 @@ def _add_gate(sub: argparse._SubParsersAction[Parser]) -> None:
         p.add_argument(f"--label-{side}", help="name in records and reports")
     p.add_argument("--config-file", type=Path, help="TOML with [configs.NAME] knob tables")
     p.add_argument("--model-path", type=Path, help="GGUF or registry name for embedded sides")
-    p.add_argument("--suite", default="gsm8k", help="a scored suite: gsm8k or mmlu")
+    p.add_argument("--suite", default="gsm8k", help="a scored suite: gsm8k, mmlu or mmlu-letter")
     p.add_argument("--data", type=Path, help="the suite's data file instead of its default source")
     p.add_argument("--margin", type=fraction, default=0.02, help="non-inferiority margin (default 0.02)")
     p.add_argument("--alpha", type=fraction, default=0.025, help="each error rate (default 0.025)")

