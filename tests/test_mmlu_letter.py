@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,10 +52,11 @@ def runs(server: LlamaServer, data: Path, tmp_path_factory: pytest.TempPathFacto
     }
 
 
-def _first(item_logprobs: list[list[object]] | None) -> list[TokenLogprob]:
+def _first(item_logprobs: Any) -> list[TokenLogprob]:
+    """The first position of a recorded item, as the engine returned it."""
     assert item_logprobs
     token, lp, top = item_logprobs[0]
-    return [TokenLogprob(str(token), float(lp), tuple((str(t), float(v)) for t, v in top))]  # type: ignore[arg-type,attr-defined]
+    return [TokenLogprob(str(token), float(lp), tuple((str(t), float(v)) for t, v in top))]
 
 
 def test_one_token_with_the_top_20_and_the_scoring_recorded(runs: dict[str, Run]) -> None:
