@@ -16,6 +16,7 @@ from servediff.record import Run, read_run
 from servediff.suites import mmlu, mmlu_letter
 from servediff.types import TokenLogprob
 from tests.conftest import LlamaServer
+from tests.helpers.stub_server import OK_BODY, always, stub_server
 
 LIMIT = "12"
 
@@ -108,3 +109,17 @@ def test_the_report_names_the_scoring(runs: dict[str, Run], data: Path, tmp_path
     text = md.read_text()
     assert f"Scored by {mmlu_letter.SCORING}" in text.replace("\\", "")
     assert "| mmlu-letter | `a` #1 | `a` #2 | control |" in text
+
+
+def test_a_server_that_returns_no_logprobs_fails_the_items(data: Path, tmp_path: Path) -> None:
+    """A reply without the top-k it is scored from is an engine error, never a wrong answer."""
+    out = tmp_path / "r.jsonl"
+    with stub_server(always(200, OK_BODY)) as (url, _):
+        code = main(
+            ["run", "--engine", "http", "--base-url", url, "--suite", "mmlu-letter", "--data", str(data),
+             "--limit", "2", "--out", str(out), "--no-progress"]
+        )  # fmt: skip
+    assert code == 2
+    for item in read_run(out).items.values():
+        assert item.error and "no logprobs" in item.error
+        assert item.answer is None and item.correct is None

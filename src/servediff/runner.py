@@ -147,6 +147,10 @@ def execute(
         def on_done(c: Completion) -> None:
             c.finished_at = time.time()
             sample = by_id[c.item_id]
+            if suite.top_logprobs and c.error is None and c.text and not c.logprobs:
+                # A suite scored from logprobs cannot score a reply without them: that is the
+                # engine's failure (it ignored the request), never a wrong answer.
+                c.error = "the engine returned no logprobs, and this suite is scored from its top-k"
             # An engine failure is not a wrong answer: errored items are never scored.
             score = suite.scorer(sample, c) if suite.scorer and c.error is None else None
             payload = list(sample.messages) if sample.messages is not None else sample.prompt

@@ -26,6 +26,9 @@ The rule (``letter_logprobs``, ``choose``):
   vLLM writes −inf as −9999.0 (``ChatCompletionLogProb.logprob``'s default and floor in
   vllm/entrypoints/openai/protocol.py), so a logprob at or below that counts as absent too.
 - An exact tie goes to the earlier letter (argmax order, as lm-eval's).
+- A reply whose first token ends it (empty text) records no top-k: no answer. A reply with text
+  but no logprobs is the engine ignoring the request: the runner records it as an error, never
+  a wrong answer.
 
 The top-k is the engine's own (embedded llama.cpp reads it from the logits that chose the token;
 an OpenAI-compatible server returns ``top_logprobs``), so the score works on every engine that
