@@ -40,8 +40,9 @@ def _servediff(*args: str) -> None:
 
 
 def _lines(record: Path, how: str, keep: int | None = None) -> list[dict[str, Any]]:
-    """The first position of each item; with ``keep``, the first ``keep`` items and every item
-    whose top-k holds a token of several letters ("AB"), which the rule must not count."""
+    """The first position of each item; with ``keep``, the first ``keep`` items, every item whose
+    top-k holds a token of several letters ("AB"), which the rule must not count, and every item
+    with no answer (none of A–D in its top-k)."""
     lines = record.read_text(encoding="utf-8").splitlines()
     engine = json.loads(lines[0])["engine"]
     source = f"{engine['model']}, {engine.get('server_version', engine['kind'])}, {how}"
@@ -52,7 +53,7 @@ def _lines(record: Path, how: str, keep: int | None = None) -> list[dict[str, An
             continue  # the first token ended the reply: an engine records no top-k for it
         token, logprob, top = item["logprobs"][0]
         several = any(len(t.strip()) > 1 and set(t.strip()) <= set("ABCD") for t, _ in top)
-        if keep is None or n < keep or several:
+        if keep is None or n < keep or several or ("answer" in item and item["answer"] is None):
             row = {"source": source, "id": item["id"], "token": token, "logprob": logprob, "top": top}
             out.append({**row, **({"gold": item["gold"]} if "gold" in item else {})})
     return out

@@ -43,7 +43,10 @@ def test_the_fixture_covers_the_shapes_the_rule_must_handle() -> None:
 def test_a_greedy_letter_is_the_chosen_letter_unless_its_variants_outweigh_it(row: dict[str, Any]) -> None:
     scores = letter_logprobs(_top(row))
     answer = choose(_position(row))
-    assert answer is not None and scores[answer] == max(scores.values())
+    if answer is None:  # no letter listed at all (tested below)
+        assert max(scores.values()) == -math.inf
+        return
+    assert scores[answer] == max(scores.values())
     greedy = row["token"].strip()
     if greedy in "ABCD" and greedy:
         # The engine's argmax over the vocabulary is a letter: only the other spelling of
@@ -77,6 +80,15 @@ def test_both_spellings_of_a_letter_add_up() -> None:
         merged = letter_logprobs(_top(row))[x]
         assert merged == pytest.approx(math.log(math.exp(top[x]) + math.exp(top[f" {x}"])))
         assert merged > max(top[x], top[f" {x}"])
+
+
+def test_a_top_20_without_a_letter_is_no_answer() -> None:
+    # recorded: the 1.5B about to reason ("To", "Let", "1", "**", …) with no letter in its top-20
+    rows = [r for r in ROWS if not any(t.strip() in ("A", "B", "C", "D") for t, _ in _top(r))]
+    assert rows
+    for row in rows:
+        assert all(v == -math.inf for v in letter_logprobs(_top(row)).values())
+        assert choose(_position(row)) is None
 
 
 def test_a_letter_outside_the_top_k_is_minus_infinity_and_no_letter_is_no_answer() -> None:
