@@ -21,7 +21,7 @@ from servediff.compare import filenames
 from servediff.compare import quality as q
 from servediff.compare.divergence import Divergence
 from servediff.compare.hazard import kaplan_meier
-from servediff.compare.kl_runs import is_scoring
+from servediff.compare.kl_runs import is_scoring, kl_rows, without_scoring_pairs
 from servediff.compare.load import load_sweeps
 from servediff.compare.loader import ReportOptions
 from servediff.compare.mechanism import (
@@ -39,7 +39,7 @@ from servediff.compare.study import Configuration, PairResult, Study
 from servediff.compare.vocabulary import ControlVerdict
 from servediff.record import Item, Run
 from servediff.redaction import redact_argv
-from servediff.report import attribution_view, cluster_view, experiment_view, kl_view, speed_view
+from servediff.report import attribution_view, cluster_view, experiment_view, speed_view
 from servediff.report.model import (
     SCHEMA_VERSION,
     Changed,
@@ -80,8 +80,8 @@ LIMITATIONS = (
 def build(study: Study, options: ReportOptions) -> Report:
     # Scoring runs hold the same fixed text on both sides: their pairs are the KL section's only,
     # never identity rows or verdicts ("20/20 identical" of a fixed text would mean nothing).
-    kl = kl_view.rows(study)
-    study = kl_view.without_scoring_pairs(study)
+    kl = kl_rows(study)
+    study = without_scoring_pairs(study)
     quality_ = quality(study, options.margin)
     claims = experiment_view.claims(study)
     return Report(

@@ -12,19 +12,23 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import ParamSpec
 
 import numpy as np
+from markupsafe import escape
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from servediff.compare.kl_runs import KlRow
 from servediff.compare.load import LoadSweep
 from servediff.compare.quality import Accuracy
 from servediff.compare.sampled import SampledPair
-from servediff.report.model import Comparison, KlRow, Matrix, SpeedView, Subjects, Verdict
+from servediff.report.model import Comparison, Matrix, SpeedView, Subjects, Verdict
 from servediff.report.xmltext import xml_text
 
+P = ParamSpec("P")
 WIDTH = 7.0  # inches; the page scales the SVG to its column
 CLASS_COLORS = {"near-tie flip": "#66bb6a", "rank change": "#ffa726", "unexplained": "#ef5350"}
 
@@ -33,6 +37,19 @@ def plain(text: str) -> str:
     """A label matplotlib draws literally: no mathtext (``$…$``), and nothing the SVG, which is
     XML, cannot hold (``xml_text``)."""
     return xml_text(text).replace("$", r"\$")
+
+
+def drawn(draw: Callable[P, str], *args: P.args, **kwargs: P.kwargs) -> str:
+    """The figure's SVG, or a note where it would have been if the plotting library fails: a plot
+    only shows numbers the tables beside it already give, so it must never cost the reader the
+    report (matplotlib once refused an error bar 1e-16 below zero and `report --html` exited
+    with nothing written)."""
+    try:
+        return draw(*args, **kwargs)
+    except Exception as exc:  # any failure of the plotting library: see the docstring
+        why = f"{type(exc).__name__}: {str(exc)[:300]}"
+        note = f"Figure not drawn ({escape(why)}); the numbers are in the tables."
+        return f'<p class="muted figure-failed">{note}</p>'
 
 
 def error_bars(values: Sequence[float], lows: Sequence[float], highs: Sequence[float]) -> list[list[float]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servediff.compare.hazard import HORIZONS, Hazard
+from servediff.compare.kl_runs import KlRow
 from servediff.compare.load import LoadSweep
 from servediff.compare.mechanism import Drift, Precision
 from servediff.compare.quality import Accuracy, PairQuality
@@ -397,41 +398,6 @@ class AttributionView:
     items: tuple[ItemCauseView, ...]
     interactions: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]  # (factors, items)
     missing: tuple[tuple[str, ...], ...]  # combinations the design runs with no record here
-
-
-@dataclass(frozen=True, slots=True)
-class KlRow:
-    """Two scoring runs of the same sequences: the teacher-forced divergence of B from A.
-
-    ``kind`` "control" is a configuration against its own repeat (the noise floor), "pair" two
-    configurations. KL is the top-k + tail value (a lower bound of the full-vocabulary KL);
-    intervals are 95 % bootstraps over sequences. ``checkpoint_*`` name each side's weights.
-    """
-
-    suite: str
-    a: str
-    b: str
-    kind: Kind
-    checkpoint_a: str
-    checkpoint_b: str
-    top_k: int
-    sequences: int
-    positions: int
-    kl_mean: Interval
-    kl_max: float
-    kl_percentiles: tuple[tuple[float, float], ...]  # (percentile, KL), 99.9 down to 0.1
-    same_top1: Interval
-    dp_mean: Interval
-    dp_rms: float
-    ln_ppl_ratio: Interval
-    # Per-position KL as a log-binned histogram (compare.kl.log_histogram): the HTML plot's data.
-    kl_hist_edges: tuple[float, ...] = ()
-    kl_hist_counts: tuple[int, ...] = ()
-
-    @property
-    def predicted_flip_rate(self) -> float:
-        """1 − same-top-1: on an on-policy corpus, how often B's greedy pick would leave A's path."""
-        return 1.0 - self.same_top1.value
 
 
 @dataclass(frozen=True, slots=True)

@@ -324,20 +324,6 @@ def gate_method() -> str:
     )
 
 
-def kl_intro() -> str:
-    return (
-        "Both configurations scored the same fixed token sequences (teacher forcing: nothing "
-        "generated); at every position KL(A‖B) is taken over the tokens in both top-k lists, the "
-        "rest of each side's probability pooled into one tail bucket, which makes it a lower bound "
-        "of the full-vocabulary KL. Same top-1 = share of positions where both argmaxes agree; on "
-        "an on-policy corpus (the control's own completions) 1 − same top-1 is the predicted flip "
-        "rate of greedy decoding. Δp = p_B − p_A of the text's next token; ln(PPL_B/PPL_A) over "
-        "all positions. Intervals are 95 % percentile bootstraps over sequences (seeded), not over "
-        "tokens: the positions of one sequence are correlated. A control row (a configuration "
-        "against its own repeat) is the noise floor."
-    )
-
-
 # --- sampled runs (temperature > 0) -----------------------------------------------------------
 def not_reproduced(c: Comparison, most: int = 10) -> str:
     """The draws of a sampled control whose texts differed, for the Summary line."""

@@ -32,6 +32,7 @@ from servediff.report.model import Report
 from servediff.report.sections import (
     claims,
     identity,
+    kl,
     method,
     placements,
     replicas,
@@ -43,7 +44,7 @@ from servediff.report.sections import (
 
 Section = Callable[[Report], tuple[Block, ...]]
 # Where on the page a section goes: each template marks these places with ``slot(...)``.
-Slot = Literal["top", "summary", "checks", "method", "identity", "sampled", "appendix"]
+Slot = Literal["top", "summary", "checks", "method", "identity", "sampled", "speed", "appendix"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,7 @@ SECTIONS: tuple[Entry, ...] = (
     Entry("identity", identity.blocks, "identity"),
     Entry("parts", identity.parts, "identity"),
     Entry("sampled", sampled.blocks, "sampled"),
+    Entry("kl", kl.blocks, "speed"),
     Entry("runs", runs.blocks, "appendix"),
 )
 
