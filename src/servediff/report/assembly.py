@@ -35,14 +35,17 @@ from servediff.compare.mechanism import (
 from servediff.compare.quality import subject
 from servediff.compare.runs import run_rows
 from servediff.compare.sampled import is_sampled, sampled
+from servediff.compare.speed_table import speed_rows
 from servediff.compare.study import Configuration, PairResult, Study
+from servediff.compare.verdicts import verdicts
 from servediff.compare.vocabulary import ControlVerdict
 from servediff.record import Item, Run
 from servediff.redaction import redact_argv
-from servediff.report import attribution_view, cluster_view, experiment_view, speed_view
+from servediff.report import attribution_view, cluster_view, experiment_view
 from servediff.report.model import (
     SCHEMA_VERSION,
     Changed,
+    Claim,
     Comparison,
     DivergenceView,
     Engine,
@@ -100,8 +103,8 @@ def build(study: Study, options: ReportOptions) -> Report:
         claims=claims,
         sweeps=experiment_view.sweeps(study),
         limitations=LIMITATIONS,
-        speed=speed_view.views(study, options.warmup),
-        verdicts=speed_view.verdicts(study, options.warmup, quality_, claims),
+        speed=speed_rows(study, options.warmup),
+        verdicts=verdicts(study, options.warmup, quality_.pairs if quality_ else (), verification(claims)),
         warmup=options.warmup,
         attribution=attribution_view.attribution(study, options.margin),
         kl=kl,
@@ -112,6 +115,15 @@ def build(study: Study, options: ReportOptions) -> Report:
         runs=run_rows(study),
         load=load_sweeps(study, options.warmup, options.margin, options.near_tie),
     )
+
+
+def verification(claims: Sequence[Claim]) -> dict[str, str]:
+    """label → what its checks found ("flash_attn ENGAGED, …"), each finding once, for the verdicts."""
+    said: dict[str, dict[str, None]] = {}
+    for c in claims:
+        if c.claim is not None:
+            said.setdefault(c.label, {})[f"{c.claim} {c.status}"] = None
+    return {label: ", ".join(found) for label, found in said.items()}
 
 
 # --- method -----------------------------------------------------------------------------------

@@ -25,7 +25,9 @@ from servediff.compare.kl_runs import KlRow
 from servediff.compare.load import LoadSweep
 from servediff.compare.quality import Accuracy
 from servediff.compare.sampled import SampledPair
-from servediff.report.model import Comparison, Matrix, SpeedView, Subjects, Verdict
+from servediff.compare.speed_table import SpeedRow
+from servediff.compare.verdicts import Verdict
+from servediff.report.model import Comparison, Matrix, Subjects
 from servediff.report.xmltext import xml_text
 
 P = ParamSpec("P")
@@ -230,11 +232,11 @@ def speed_quality_svg(verdicts: Sequence[Verdict]) -> str:
     return to_svg(fig, "speed-quality")
 
 
-def throughput_svg(levels: Sequence[SpeedView]) -> str:
+def throughput_svg(levels: Sequence[SpeedRow]) -> str:
     """Output tokens/s against concurrency, one line per load sweep, with 95 % intervals."""
     fig = Figure(figsize=(WIDTH, 3.4))
     ax = fig.subplots()
-    sweeps: dict[str, list[SpeedView]] = {}
+    sweeps: dict[str, list[SpeedRow]] = {}
     for s in levels:
         sweeps.setdefault(f"{s.sweep} ({s.suite})", []).append(s)
     for n, (name, rows) in enumerate(sweeps.items()):

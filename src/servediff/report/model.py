@@ -20,8 +20,9 @@ from servediff.compare.mechanism import Drift, Precision
 from servediff.compare.quality import Accuracy, PairQuality
 from servediff.compare.runs import RunRow
 from servediff.compare.sampled import Sampled
-from servediff.compare.speed import Interval, Load
-from servediff.compare.vocabulary import ControlVerdict, DesignKind, DivergenceClass, Kind, QualityVerdict
+from servediff.compare.speed_table import SpeedRow
+from servediff.compare.verdicts import Verdict
+from servediff.compare.vocabulary import ControlVerdict, DesignKind, DivergenceClass, Kind
 
 SCHEMA_VERSION = 1
 TopK = tuple[tuple[str, float], ...]
@@ -298,57 +299,6 @@ class Sweep:
     only_varied: bool  # long lists keep only the prompts with more than one output
 
 
-# --- speed (what the tuning bought) -------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class SpeedView:
-    """One configuration's speed on one suite, warm-up and errored items left out and counted."""
-
-    suite: str
-    label: str
-    sweep: str | None  # the load sweep this level belongs to (its base label), None: not a sweep
-    concurrency: int
-    runs: int
-    items: int  # items the numbers are made of (over all repeats)
-    warmup: int  # left out as warm-up
-    errors: int  # left out: the engine failed
-    in_flight: float | None  # mean requests in flight (Σ latency / wall)
-    tokens_per_s: Interval | None  # output tokens/s (None: no timestamps at concurrency > 1)
-    requests_per_s: Interval | None
-    latency: tuple[Interval, ...]  # p50, p90, p99 in seconds
-    ttft: tuple[Interval, ...]  # p50, p90, p99 time to first token (empty: not measured)
-    itl: Interval | None  # mean inter-token latency (seconds)
-    engine_tokens_per_s: float | None  # the engine's own decode rate, where it reported one
-    reference: str | None  # the configuration the speedup is against (None: this is it)
-    speedup: Interval | None
-    load: Load | None = None  # the machine's load under both (None: this is the reference)
-
-
-@dataclass(frozen=True, slots=True)
-class QualityDelta:
-    suite: str
-    delta: float
-    low: float
-    high: float
-    verdict: QualityVerdict
-    margin: float
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """The one line per configuration: speed, identity, quality, verification."""
-
-    label: str
-    reference: str | None  # None: the reference configuration itself
-    concurrency: int
-    speedup: Interval | None  # output tokens/s against the reference, over every suite's items
-    tokens_per_s: Interval | None  # this configuration's own rate, over every suite's items
-    identity: tuple[tuple[str, int, int], ...]  # (suite, identical, compared): against the reference
-    control: tuple[tuple[str, int, int], ...]  # (suite, identical, compared): against its repeat
-    quality: tuple[QualityDelta, ...]
-    verification: str | None  # None: nothing was checked
-    load: Load | None = None  # the machine's load under it and the reference (None: reference)
-
-
 # -----------------------------------------------------------------------------------------------
 # --- factors: which change did it (experiments with a factor design) ----------------------------
 @dataclass(frozen=True, slots=True)
@@ -446,7 +396,7 @@ class Report:
     sweeps: tuple[Sweep, ...]
     limitations: tuple[str, ...]
     # Speed: per (suite, configuration), and the one-line verdicts that open the Summary.
-    speed: tuple[SpeedView, ...] = ()
+    speed: tuple[SpeedRow, ...] = ()
     verdicts: tuple[Verdict, ...] = ()
     warmup: int = 1  # items per run left out of every speed number
     attribution: tuple[AttributionView, ...] = ()  # one per suite of a factor design
@@ -486,6 +436,6 @@ class Report:
         return tuple(v for v in self.verdicts if v.speedup is not None and v.quality)
 
     @property
-    def sweep_speed(self) -> tuple[SpeedView, ...]:
+    def sweep_speed(self) -> tuple[SpeedRow, ...]:
         """Load-sweep levels with a throughput (the throughput-vs-concurrency plot)."""
         return tuple(s for s in self.speed if s.sweep is not None and s.tokens_per_s is not None)

@@ -9,14 +9,12 @@ templates; the words and numbers live here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from servediff.compare.mechanism import Precision
 from servediff.compare.quality import PairQuality
 from servediff.compare.sample_size import Sizing, VarianceParts
 from servediff.compare.sampled import Sampled, SampledPair
 from servediff.compare.sampled_divergence import FirstDivergences
-from servediff.compare.speed import Interval, Load
+from servediff.compare.speed import Load
 from servediff.gate.result import GateReport
 from servediff.report import fmt
 from servediff.report.model import (
@@ -192,21 +190,6 @@ def sweep_intro() -> str:
 
 
 # --- speed ------------------------------------------------------------------------------------
-def direction(x: Interval | None) -> str:
-    """Plain words for a speedup: only an interval wholly on one side of 1 counts."""
-    if x is None:
-        return ""
-    if x.high < 1:
-        return "slower"
-    if x.low > 1:
-        return "faster"
-    return "no clear difference"
-
-
-def interval(x: Interval, f: Callable[[float], str]) -> str:
-    return f"{f(x.value)} [{f(x.low)}, {f(x.high)}]"
-
-
 def load_note(load: Load, a: str, b: str) -> str:
     """Why a measured speedup gets no interval: the machine, not the configuration, may explain it."""
     why = (
@@ -219,19 +202,6 @@ def load_note(load: Load, a: str, b: str) -> str:
     return (
         f"NOT COMPARABLE: {why} (1-min load per usable core {per_core(load.a)} under {a}, "
         f"{per_core(load.b)} under {b}); measure again on a quiet machine"
-    )
-
-
-def speed_intro(warmup: int) -> str:
-    first = "none" if warmup == 0 else ("the first item" if warmup == 1 else f"the first {warmup} items")
-    return (
-        "Output tokens/s and requests/s = tokens (requests) ÷ wall time from the first request sent to the "
-        "last answer back; latency is per request, sent to answered. Intervals are 95 % percentile "
-        "bootstraps over items (seeded); the speedup is paired over the items both configurations ran. "
-        f"Warm-up: {first} sent in each run is left out of every number and counted (ReportOptions.warmup)."
-        " TTFT and inter-token latency exist only where tokens were seen arrive (in-process, or --stream); "
-        "the engine's own rate is decoded tokens ÷ its own decode time (llama.cpp's perf counters, or a "
-        "server's timings), which leaves out prompt processing, sampling and transport."
     )
 
 

@@ -38,6 +38,7 @@ from servediff.report.sections import (
     replicas,
     runs,
     sampled,
+    speed,
     summary,
     verdicts,
 )
@@ -65,6 +66,7 @@ SECTIONS: tuple[Entry, ...] = (
     Entry("identity", identity.blocks, "identity"),
     Entry("parts", identity.parts, "identity"),
     Entry("sampled", sampled.blocks, "sampled"),
+    Entry("speed", speed.blocks, "speed"),
     Entry("kl", kl.blocks, "speed"),
     Entry("runs", runs.blocks, "appendix"),
 )
