@@ -23,11 +23,11 @@ from matplotlib.ticker import MaxNLocator
 
 from servediff.compare.kl_runs import KlRow
 from servediff.compare.load import LoadSweep
-from servediff.compare.quality import Accuracy
+from servediff.compare.quality import Accuracy, Subjects
 from servediff.compare.sampled import SampledPair
 from servediff.compare.speed_table import SpeedRow
 from servediff.compare.verdicts import Verdict
-from servediff.report.model import Comparison, Matrix, Subjects
+from servediff.report.model import Comparison, Matrix
 from servediff.report.xmltext import xml_text
 
 P = ParamSpec("P")

@@ -17,7 +17,7 @@ from servediff.compare.hazard import HORIZONS, Hazard
 from servediff.compare.kl_runs import KlRow
 from servediff.compare.load import LoadSweep
 from servediff.compare.mechanism import Drift, Precision
-from servediff.compare.quality import Accuracy, PairQuality
+from servediff.compare.quality import PairQuality, Quality
 from servediff.compare.runs import RunRow
 from servediff.compare.sampled import Sampled
 from servediff.compare.speed_table import SpeedRow
@@ -199,48 +199,6 @@ class Comparison:
 
 
 @dataclass(frozen=True, slots=True)
-class Changed:
-    """A scored item right under one configuration and wrong under the other."""
-
-    suite: str
-    a: str
-    b: str
-    item_id: str
-    subject: str | None
-    gold: str | None
-    a_answer: str | None
-    b_answer: str | None
-    a_correct: bool
-
-
-@dataclass(frozen=True, slots=True)
-class SubjectAgreement:
-    subject: str
-    n: int
-    same_answer: int
-    a_correct: int
-    b_correct: int
-
-
-@dataclass(frozen=True, slots=True)
-class Subjects:
-    suite: str
-    a: str
-    b: str
-    rows: tuple[SubjectAgreement, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class QualityView:
-    margin: float
-    accuracies: tuple[Accuracy, ...]
-    pairs: tuple[PairQuality, ...]  # controls and pairs of scored runs
-    chance: tuple[tuple[str, str, float], ...]  # (label, suite, chance): not above chance
-    changed: tuple[Changed, ...]  # over the pairs (not the controls)
-    subjects: tuple[Subjects, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class Matrix:
     suite: str
     labels: tuple[str, ...]
@@ -390,7 +348,7 @@ class Report:
     tool: Tool
     controls: tuple[Comparison, ...]  # each configuration against its own repeats
     pairs: tuple[Comparison, ...]  # configurations against each other
-    quality: QualityView | None
+    quality: Quality | None  # None: no scored run
     matrices: tuple[Matrix, ...]
     claims: tuple[Claim, ...]
     sweeps: tuple[Sweep, ...]

@@ -10,7 +10,6 @@ templates; the words and numbers live here.
 from __future__ import annotations
 
 from servediff.compare.mechanism import Precision
-from servediff.compare.quality import PairQuality
 from servediff.compare.sample_size import Sizing, VarianceParts
 from servediff.compare.sampled import Sampled, SampledPair
 from servediff.compare.sampled_divergence import FirstDivergences
@@ -65,57 +64,6 @@ def verification_note() -> str:
         'accepted / drafts; acceptance rate = accepted / drafted tokens. "not verified" means the '
         "engine exposes nothing that could confirm the feature either way."
     )
-
-
-def quality_intro() -> str:
-    return (
-        "Accuracy per configuration. Errored (or not yet run) items are excluded and counted, never scored "
-        "wrong; a reply with no extractable answer is scored wrong and counted."
-    )
-
-
-def chance_note() -> str:
-    return (
-        "this model cannot answer these questions, so the comparison exercises the paired machinery rather "
-        "than measuring a quality difference."
-    )
-
-
-def paired_intro(margin: float) -> str:
-    m = fmt.pp(margin)
-    return (
-        "Paired comparison on the items scored in both runs. b: A right, B wrong; c: A wrong, B right; "
-        "Δ = accuracy(B) − accuracy(A) with Newcombe's paired 95 % CI; verdict: non-inferiority of B at a "
-        f"{m} pp margin; items needed to detect δ = {m} pp at 80 % power, α = 0.05."
-    )
-
-
-def needed(q: PairQuality) -> str:
-    paired = "n/a (ψ < δ)" if q.n_paired is None else fmt.count(q.n_paired)
-    unpaired = "n/a" if q.n_unpaired is None else fmt.count(q.n_unpaired)
-    return f"{paired} / {unpaired}"
-
-
-def pair_sentence(q: PairQuality) -> str:
-    t, m = q.table, fmt.pp(q.margin)
-    text = (
-        f"{q.a} vs {q.b} ({q.suite}): Δ = {fmt.spp(t.delta)} pp, 95 % CI [{fmt.spp(q.delta_ci.low)}, "
-        f"{fmt.spp(q.delta_ci.high)}]; McNemar p = {fmt.pvalue(q.p_mcnemar)} "
-        f"(b = {t.b}, c = {t.c} of {t.n}); at a {m} pp margin: {q.verdict}."
-    )
-    if q.n_paired is not None and q.n_unpaired is not None:
-        text += (
-            f" To detect a {m} pp difference with 80 % power at α = 0.05, the paired design needs "
-            f"{fmt.count(q.n_paired)} items (observed discordance {fmt.pp(t.discordance)} %), an unpaired "
-            f"one {fmt.count(q.n_unpaired)} per configuration."
-        )
-    elif q.n_unpaired is not None:
-        text += (
-            f" Only {fmt.pp(t.discordance)} % of items are discordant, fewer than the {m} pp to detect: at "
-            "this discordance such a difference cannot occur (an unpaired design would need "
-            f"{fmt.count(q.n_unpaired)} items per configuration to look for it)."
-        )
-    return text
 
 
 def measured_intro() -> str:

@@ -35,6 +35,7 @@ from servediff.report.sections import (
     kl,
     method,
     placements,
+    quality,
     replicas,
     runs,
     sampled,
@@ -45,7 +46,7 @@ from servediff.report.sections import (
 
 Section = Callable[[Report], tuple[Block, ...]]
 # Where on the page a section goes: each template marks these places with ``slot(...)``.
-Slot = Literal["top", "summary", "checks", "method", "identity", "sampled", "speed", "appendix"]
+Slot = Literal["top", "summary", "checks", "method", "identity", "sampled", "quality", "speed", "appendix"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,7 @@ SECTIONS: tuple[Entry, ...] = (
     Entry("identity", identity.blocks, "identity"),
     Entry("parts", identity.parts, "identity"),
     Entry("sampled", sampled.blocks, "sampled"),
+    Entry("quality", quality.blocks, "quality"),
     Entry("speed", speed.blocks, "speed"),
     Entry("kl", kl.blocks, "speed"),
     Entry("runs", runs.blocks, "appendix"),
