@@ -19,7 +19,8 @@ from typing import Any
 
 from servediff.compare import filenames
 from servediff.compare.divergence import Divergence
-from servediff.compare.hazard import kaplan_meier
+from servediff.compare.factor_table import factor_tables
+from servediff.compare.hazard import HazardView, kaplan_meier
 from servediff.compare.kl_runs import is_scoring, kl_rows, without_scoring_pairs
 from servediff.compare.load import load_sweeps
 from servediff.compare.loader import ReportOptions
@@ -40,14 +41,13 @@ from servediff.compare.verdicts import verdicts
 from servediff.compare.vocabulary import ControlVerdict
 from servediff.record import Item, Run
 from servediff.redaction import redact_argv
-from servediff.report import attribution_view, cluster_view, experiment_view
+from servediff.report import cluster_view, experiment_view
 from servediff.report.model import (
     SCHEMA_VERSION,
     Claim,
     Comparison,
     DivergenceView,
     Engine,
-    HazardView,
     Matrix,
     ProbeCheck,
     Report,
@@ -101,7 +101,7 @@ def build(study: Study, options: ReportOptions) -> Report:
         speed=speed_rows(study, options.warmup),
         verdicts=verdicts(study, options.warmup, quality_.pairs if quality_ else (), verification(claims)),
         warmup=options.warmup,
-        attribution=attribution_view.attribution(study, options.margin),
+        attribution=factor_tables(study, options.margin),
         kl=kl,
         sampled=sampled(study, options.margin),
         placements=cluster_view.placements(study),

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servediff.compare.hazard import HORIZONS, Hazard
+from servediff.compare.factor_table import FactorTable
+from servediff.compare.hazard import HazardView
 from servediff.compare.kl_runs import KlRow
 from servediff.compare.load import LoadSweep
 from servediff.compare.mechanism import Drift, Precision
-from servediff.compare.quality import PairQuality, Quality
+from servediff.compare.quality import Quality
 from servediff.compare.runs import RunRow
 from servediff.compare.sampled import Sampled
 from servediff.compare.speed_table import SpeedRow
 from servediff.compare.verdicts import Verdict
-from servediff.compare.vocabulary import ControlVerdict, DesignKind, DivergenceClass, Kind
+from servediff.compare.vocabulary import ControlVerdict, DivergenceClass, Kind
 
 SCHEMA_VERSION = 1
 TopK = tuple[tuple[str, float], ...]
@@ -123,35 +124,6 @@ class DivergenceView:
     def prefix_length(self) -> int:
         """Characters both completions share before the first differing token."""
         return len(self.prefix)
-
-
-@dataclass(frozen=True, slots=True)
-class Horizon:
-    length: int
-    p: float
-    low: float
-    high: float
-
-
-@dataclass(frozen=True, slots=True)
-class HazardView:
-    events: int
-    exposure: int
-    per_1000: float
-    low_1000: float
-    high_1000: float
-    confidence: float
-    upper_bound_only: bool
-    horizons: tuple[Horizon, ...]
-
-    @classmethod
-    def of(cls, h: Hazard | None) -> HazardView | None:
-        """The view of a hazard: its rate per 1,000 tokens and P(divergence) at each horizon."""
-        if h is None:
-            return None
-        rate, low, high = h.per_1000()
-        horizons = tuple(Horizon(n, *h.p_within(n)) for n in HORIZONS)
-        return cls(h.events, h.exposure, rate, low, high, h.confidence, h.upper_bound_only, horizons)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,57 +229,6 @@ class Sweep:
     only_varied: bool  # long lists keep only the prompts with more than one output
 
 
-# -----------------------------------------------------------------------------------------------
-# --- factors: which change did it (experiments with a factor design) ----------------------------
-@dataclass(frozen=True, slots=True)
-class FactorCell:
-    """One combination of factors against the control, on one suite."""
-
-    label: str
-    on: tuple[str, ...]
-    identical: int
-    total: int
-    errors: int
-    hazard: HazardView | None
-    quality: PairQuality | None  # scored suites: the combination minus the control
-    prompt_tokens: int
-    cached_tokens: int | None  # prompt tokens reused from the KV cache (None: not recorded)
-
-
-@dataclass(frozen=True, slots=True)
-class FactorRow:
-    factor: str
-    alone: FactorCell | None
-    without: FactorCell | None  # every factor but this one
-    prevents: int | None  # items diverging with all factors that do not without this one
-    diverging_with_all: int | None
-    sole: tuple[str, ...]  # items this factor alone is established to cause
-
-
-@dataclass(frozen=True, slots=True)
-class ItemCauseView:
-    item_id: str
-    diverges_under: tuple[str, ...]
-    smallest: tuple[tuple[str, ...], ...]
-    established: bool
-    untried: tuple[tuple[str, ...], ...]  # factor sets that would settle it; not run
-    masked: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class AttributionView:
-    suite: str
-    design: DesignKind
-    control: str
-    factors: tuple[str, ...]
-    control_deterministic: bool | None
-    cells: tuple[FactorCell, ...]
-    rows: tuple[FactorRow, ...]
-    items: tuple[ItemCauseView, ...]
-    interactions: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]  # (factors, items)
-    missing: tuple[tuple[str, ...], ...]  # combinations the design runs with no record here
-
-
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Where one run of a configuration ran, when a cluster executor placed it."""
@@ -357,7 +278,7 @@ class Report:
     speed: tuple[SpeedRow, ...] = ()
     verdicts: tuple[Verdict, ...] = ()
     warmup: int = 1  # items per run left out of every speed number
-    attribution: tuple[AttributionView, ...] = ()  # one per suite of a factor design
+    attribution: tuple[FactorTable, ...] = ()  # one per suite of a factor design
     kl: tuple[KlRow, ...] = ()  # teacher-forced divergence of scoring runs (controls first)
     sampled: Sampled | None = None  # pass rates over k draws per item (temperature > 0 runs)
     placements: tuple[Placement, ...] = ()  # runs a cluster executor placed

@@ -17,12 +17,8 @@ from servediff.compare.speed import Load
 from servediff.gate.result import GateReport
 from servediff.report import fmt
 from servediff.report.model import (
-    AttributionView,
     Claim,
     Comparison,
-    FactorCell,
-    FactorRow,
-    ItemCauseView,
     ReplicaCheck,
 )
 
@@ -151,73 +147,6 @@ def load_note(load: Load, a: str, b: str) -> str:
         f"NOT COMPARABLE: {why} (1-min load per usable core {per_core(load.a)} under {a}, "
         f"{per_core(load.b)} under {b}); measure again on a quiet machine"
     )
-
-
-# --- factors (the "Which factor" section) ------------------------------------------------------
-def factor_set(on: tuple[str, ...]) -> str:
-    return " + ".join(on) if on else "none"
-
-
-def attribution_intro(a: AttributionView) -> str:
-    design = "An all-factors" if a.design == "all" else f"A {a.design}"
-    return (
-        f"{design} design over {len(a.factors)} factor(s) ({', '.join(a.factors)}), each a named change "
-        f"to the control {a.control}: every combination that ran is compared with the control's first run "
-        "on the same items. A factor's removal prevents a divergence when the item diverges with every "
-        "factor on and not with all but that one. An item's smallest factor set is settled (established) "
-        "when every set one factor smaller was run and left it identical to the control; otherwise it is "
-        "an upper bound, and the sets that would settle it were not run (servediff experiment FILE "
-        f"--bisect runs them). {settled_count(a)}"
-    )
-
-
-def settled_count(a: AttributionView) -> str:
-    settled = sum(1 for i in a.items if i.established)
-    if not a.items:
-        return "No item diverged."
-    bounds = len(a.items) - settled
-    return f"Of the {len(a.items)} diverging item(s), {settled} settled and {bounds} upper bound(s)."
-
-
-def control_caveat(a: AttributionView) -> str:
-    if a.control_deterministic is None:
-        return (
-            f"The control {a.control} was not repeated on {a.suite}: a divergence may be run-to-run noise "
-            "rather than a factor's effect."
-        )
-    if not a.control_deterministic:
-        return (
-            f"The control {a.control} did NOT reproduce itself on {a.suite}: divergences cannot be "
-            "attributed to factors with confidence."
-        )
-    return ""
-
-
-def cause(i: ItemCauseView) -> str:
-    sets = " or ".join(factor_set(s) for s in i.smallest)
-    if i.established:
-        together = any(len(s) > 1 for s in i.smallest)
-        return f"{sets} ({'needs them together; ' if together else ''}settled)"
-    return f"{sets} at most (upper bound; not run: {'; '.join(factor_set(s) for s in i.untried)})"
-
-
-def cached(c: FactorCell) -> str:
-    if c.cached_tokens is None:
-        return "not recorded"
-    return f"{fmt.count(c.cached_tokens)} of {fmt.count(c.prompt_tokens)}"
-
-
-def factor_sentence(f: FactorRow) -> str:
-    parts = []
-    if f.alone is not None:
-        parts.append(f"alone it leaves {fmt.ratio(f.alone.identical, f.alone.total)} completions identical")
-    if f.prevents is not None and f.diverging_with_all is not None:
-        parts.append(
-            f"removing it from all factors prevents {f.prevents} of the {f.diverging_with_all} divergences"
-        )
-    if f.sole:
-        parts.append(f"it alone is established to cause {len(f.sole)} item(s): {', '.join(f.sole)}")
-    return f"{f.factor}: " + ("; ".join(parts) if parts else "not run alone or removed") + "."
 
 
 # --- gate (servediff gate) ---
