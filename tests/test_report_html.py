@@ -11,10 +11,10 @@ from scipy.stats import gamma
 
 from servediff.cli import main
 from servediff.compare import hazard as hz
+from servediff.compare.loader import ReportOptions, load
 from servediff.report import render
 from servediff.report.assembly import build
 from servediff.report.model import Report
-from servediff.report.options import ReportOptions, load
 from tests.helpers.records import Line, write_run
 from tests.report_fixtures import SCRIPT, write_study
 

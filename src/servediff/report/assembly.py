@@ -51,7 +51,6 @@ from servediff.report.model import (
     Matrix,
     ProbeCheck,
     Report,
-    Sampling,
     Side,
     SuiteMethod,
     Tool,
@@ -217,7 +216,6 @@ def imported_origin(label: str, source: dict[str, Any], engine: dict[str, Any]) 
 def suite_method(study: Study, suite: str) -> SuiteMethod:
     configs = [c for c in study.configurations if c.suite == suite]
     h = configs[0].runs[0].header
-    s = h.sampling
     return SuiteMethod(
         name=suite,
         version=h.suite.version,
@@ -225,7 +223,7 @@ def suite_method(study: Study, suite: str) -> SuiteMethod:
         items=len(h.suite.item_ids),
         content_sha256=h.suite.content_sha256,
         data_sha256=h.suite.data_sha256,
-        sampling=Sampling(**s.model_dump()),  # temperature and seed may be unrecorded (an import)
+        sampling=h.sampling,  # temperature and seed may be unrecorded (an import)
         concurrency=h.concurrency,
         prompt_form=prompt_form(configs[0].runs[0]),
         runs=tuple((c.label, len(c.runs)) for c in configs),

@@ -24,6 +24,7 @@ from servediff.compare.sampled import Sampled
 from servediff.compare.speed_table import SpeedRow
 from servediff.compare.verdicts import Verdict
 from servediff.compare.vocabulary import ControlVerdict, DivergenceClass, Kind
+from servediff.record import SamplingInfo
 
 SCHEMA_VERSION = 1
 TopK = tuple[tuple[str, float], ...]
@@ -46,23 +47,6 @@ class Engine:
 
 
 @dataclass(frozen=True, slots=True)
-class Sampling:
-    temperature: float | None  # None: not recorded (an import)
-    seed: int | None
-    max_tokens: int
-    top_logprobs: int
-    enable_thinking: bool | None
-    top_p: float = 1.0
-    top_k: int = 0
-    samples: int = 1  # draws per item (sampled runs)
-    # None: not sent (a record from before they were), so the server applied its own default
-    repeat_penalty: float | None = None
-    min_p: float | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class SuiteMethod:
     name: str
     version: str
@@ -70,7 +54,7 @@ class SuiteMethod:
     items: int
     content_sha256: str
     data_sha256: str
-    sampling: Sampling
+    sampling: SamplingInfo  # as the run header records it
     concurrency: int
     prompt_form: str  # "chat messages", "raw prompt" or "prompt with the chat template applied"
     runs: tuple[tuple[str, int], ...]  # (label, repeats)

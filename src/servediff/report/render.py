@@ -24,6 +24,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
+from pydantic import BaseModel
 
 from servediff.gate.result import GateReport
 from servediff.report import figures, fmt, html_doc, load_view, markdown_doc, mdtext, sections, wording
@@ -143,6 +144,8 @@ def _plain(x: Any) -> Any:
                 if value is None or isinstance(value, (bool, int, float, str)):
                     out[name] = _plain(value)
         return out
+    if isinstance(x, BaseModel):  # a record's own type (the sampling of a run header)
+        return _plain(x.model_dump())
     if isinstance(x, float):
         return None if math.isnan(x) or math.isinf(x) else x  # JSON has no NaN
     if isinstance(x, dict):
