@@ -4,9 +4,9 @@
 
 ``build`` turns the records (grouped into a Study) and the report options into a frozen
 ``Report``. ``report.md``, ``report.html``, ``summary.json`` render it and compute nothing:
-the Markdown and HTML templates only format, with the shared formats of ``report.fmt``, and
+the sections (``report.sections``) lay it out with the shared formats of ``report.fmt``, and
 ``summary.json`` is the model's own serialisation (``report.render.summary``). A new kind of
-evidence is a new field here first, then a block in each template.
+evidence is a compare/ dataclass held by a field here, then one section file.
 """
 
 from __future__ import annotations
