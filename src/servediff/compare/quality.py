@@ -89,6 +89,11 @@ class SubjectAgreement:
     a_correct: int
     b_correct: int
 
+    @property
+    def same_share(self) -> float:
+        """Share of the subject's items where A and B extracted the same answer (n ≥ 1 always)."""
+        return self.same_answer / self.n
+
 
 @dataclass(frozen=True, slots=True)
 class Subjects:

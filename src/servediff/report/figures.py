@@ -166,7 +166,7 @@ def subject_agreement_svg(s: Subjects) -> str:
     fig = Figure(figsize=(WIDTH, 0.9 + 0.22 * len(rows)))
     ax = fig.subplots()
     y = np.arange(len(rows))[::-1]
-    ax.barh(y, [r.same_answer / r.n for r in rows], color="C2", alpha=0.8)
+    ax.barh(y, [r.same_share for r in rows], color="C2", alpha=0.8)
     ax.set_yticks(y, [plain(f"{r.subject} ({r.n})") for r in rows], fontsize=7)
     ax.set_xlim(0, 1)
     ax.set_xlabel("share of items with the same extracted answer")
