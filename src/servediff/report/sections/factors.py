@@ -179,15 +179,12 @@ def _item(i: CauseRow) -> tuple[Cell, ...]:
 
 
 def _notes(a: FactorTable) -> tuple[Item, ...]:
-    notes = [
-        Item(
-            spans(
-                strong("Interaction:"), f" {len(items)} item(s) diverge only with {factor_set(factors)} on "
-            )
-            + spans(f"together: {', '.join(items)}.")
+    notes = []
+    for factors, items in a.interactions:
+        only = (
+            f" {len(items)} item(s) diverge only with {factor_set(factors)} on together: {', '.join(items)}."
         )
-        for factors, items in a.interactions
-    ]
+        notes.append(Item(spans(strong("Interaction:"), only)))
     if not notes:
         notes.append(Item(spans("No divergence was established to need two factors together.")))
     notes += [
