@@ -81,8 +81,8 @@ def blocks(r: Report) -> tuple[Block, ...]:
         Figure("accuracy", figures.drawn(figures.accuracy_svg, q.accuracies), ACCURACY_PLOT),
         Table(ACCURACIES, tuple(_accuracy(a) for a in q.accuracies)),
     ]
-    if q.chance:
-        out.append(Bullets(tuple(_chance(label, suite, chance) for label, suite, chance in q.chance)))
+    if q.chance:  # once per configuration and suite, however many of its repeats it holds for
+        out.append(Bullets(tuple(_chance(*c) for c in dict.fromkeys(q.chance))))
     if q.pairs:
         out.append(Paragraph(spans(paired_intro(q.margin))))
         out.append(Table(PAIRS, tuple(_pair(p) for p in q.pairs)))
