@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import msgspec
 import numpy as np
 
 from servediff.record import Item, Run
@@ -65,9 +66,10 @@ class Interval:
     high: float
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One finished item: what the speed numbers are made of."""
+class Sample(msgspec.Struct, frozen=True, gc=False):
+    """One finished item: what the speed numbers are made of. A msgspec struct, not a frozen
+    dataclass: one is built per item and run, and at a million items the dataclass's
+    ``object.__setattr__`` per field took seconds (1.36 µs against 0.09 µs each)."""
 
     key: str  # the item id (and suite, where runs of several suites are pooled)
     tokens: int
@@ -103,7 +105,6 @@ def run_items(run: Run, warmup: int, prefix: str = "") -> Items:
 
 
 def _run_items(run: Run, warmup: int, prefix: str) -> Items:
-    order = {item_id: n for n, item_id in enumerate(run.header.suite.item_ids)}
     found = [it for it in run.items.values() if it.error is None]
     errors = len(run.items) - len(found)
     # An import without timings has no latency at all: no speed numbers rather than 0 ms.
@@ -112,6 +113,7 @@ def _run_items(run: Run, warmup: int, prefix: str) -> Items:
     if timed:
         found.sort(key=lambda it: (it.finished_at or 0.0) - (it.latency_s or 0.0))
     else:
+        order = {item_id: n for n, item_id in enumerate(run.header.suite.item_ids)}
         found.sort(key=lambda it: order.get(it.id, len(order)))
     kept = found[warmup:]
     samples = tuple(
@@ -158,6 +160,8 @@ def in_flight(samples: Sequence[Sample], concurrency: int) -> float | None:
 
 def pooled(parts: Sequence[Items]) -> Items:
     """Several runs as one sample (repeats; or suites, keyed apart). In-flight: latency-weighted."""
+    if len(parts) == 1:
+        return parts[0]
     samples = tuple(s for p in parts for s in p.samples)
     known = [(p.in_flight, sum(s.latency_s for s in p.samples)) for p in parts if p.samples]
     flight: float | None = None
@@ -247,10 +251,10 @@ def speedup(a: Items, b: Items) -> Interval | None:
         return None
     ta, la = _per_key(a.samples)
     tb, lb = _per_key(b.samples)
-    keys = sorted(set(ta) & set(tb))
+    keys = sorted(ta.keys() & tb.keys())
     if not keys:
         return None
-    arr = np.array([[ta[k], la[k], tb[k], lb[k]] for k in keys], dtype=float)
+    arr = np.column_stack([np.fromiter(map(d.__getitem__, keys), float, len(keys)) for d in (ta, la, tb, lb)])
     if arr[:, 1].sum() <= 0 or arr[:, 3].sum() <= 0 or arr[:, 0].sum() <= 0:
         return None
     scale = b.in_flight / a.in_flight
@@ -265,7 +269,11 @@ def speedup(a: Items, b: Items) -> Interval | None:
 
 
 def _per_key(samples: Sequence[Sample]) -> tuple[dict[str, float], dict[str, float]]:
-    tokens: dict[str, float] = {}
+    keys = [s.key for s in samples]
+    tokens = dict(zip(keys, (float(s.tokens) for s in samples)))
+    if len(tokens) == len(samples):  # each key once (no repeats pooled): nothing to add up
+        return tokens, dict(zip(keys, (s.latency_s for s in samples)))
+    tokens = {}
     latency: dict[str, float] = {}
     for s in samples:
         tokens[s.key] = tokens.get(s.key, 0.0) + s.tokens
