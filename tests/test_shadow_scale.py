@@ -23,7 +23,28 @@ from servediff.shadow.request import parse
 from servediff.types import Completion
 
 ITEMS = 3_000
-WORDS = "the of and to in is that for it as was with be by on not answer step total model".split()
+WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "was",
+    "with",
+    "be",
+    "by",
+    "on",
+    "not",
+    "answer",
+    "step",
+    "total",
+    "model",
+]
 
 
 def write_records(out: Path, seed: int = 3) -> tuple[Path, Path]:
