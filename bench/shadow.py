@@ -1,7 +1,7 @@
 """Shadow traffic at scale: what the proxy adds to the primary's latency, and compare at 1M items.
 
     python bench/shadow.py --part proxy      # latency added on the primary path, shadow on and off
-    python bench/shadow.py --part compare    # servediff compare on two shadow records, 100,000 and 1,000,000 items
+    python bench/shadow.py --part compare    # servediff compare, 2 × 100,000 and 2 × 1,000,000 items
 
 Proxy: the primary and the candidate are bench/stub_server.py (answers at once), so what is
 measured is the proxy itself. Each round sends the same requests directly to the primary and
