@@ -269,6 +269,7 @@ def comparison(p: PairResult, options: ReportOptions) -> Comparison:
         identical=p.identical,
         total=p.total,
         errors=p.errors,
+        missing=p.missing,
         verdict=control_verdict(p) if p.kind == "control" else None,
         threshold=options.near_tie,
         divergences=views,

@@ -174,7 +174,8 @@ class Comparison:
     b_repeat: int
     identical: int
     total: int
-    errors: int
+    errors: int  # left out: an engine error or no answer yet on either side
+    missing: int  # of errors: one side has not answered the item yet (an interrupted run)
     # controls: "deterministic", "NOT deterministic", "nothing to compare"; sampled runs:
     # "seeds honoured", "seeds NOT honoured"
     verdict: ControlVerdict | None
@@ -504,6 +505,11 @@ class Report:
     @property
     def errors_left_out(self) -> int:
         return sum(c.errors for c in self.comparisons)
+
+    @property
+    def missing_left_out(self) -> int:
+        """Of errors_left_out: items a run has not reached yet, not engine errors."""
+        return sum(c.missing for c in self.comparisons)
 
     @property
     def gapped(self) -> int:
