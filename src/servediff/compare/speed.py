@@ -270,12 +270,17 @@ def speedup(a: Items, b: Items) -> Interval | None:
 def _speedup(a: Items, b: Items) -> Interval | None:
     if a.in_flight is None or b.in_flight is None:
         return None
-    ta, la = _per_key(a.samples)
-    tb, lb = _per_key(b.samples)
-    keys = sorted(ta.keys() & tb.keys())
+    rows_a, cols_a = _per_key(a.samples)
+    rows_b, cols_b = _per_key(b.samples)
+    keys = sorted(rows_a.keys() & rows_b.keys())
     if not keys:
         return None
-    arr = np.column_stack([np.fromiter(map(d.__getitem__, keys), float, len(keys)) for d in (ta, la, tb, lb)])
+    # (tokens A, latency A, tokens B, latency B) per shared key, in key order.
+    picked = [
+        cols[np.fromiter(map(rows.__getitem__, keys), np.intp, len(keys))]
+        for rows, cols in ((rows_a, cols_a), (rows_b, cols_b))
+    ]
+    arr = np.column_stack(picked)
     if arr[:, 1].sum() <= 0 or arr[:, 3].sum() <= 0 or arr[:, 0].sum() <= 0:
         return None
     scale = b.in_flight / a.in_flight
@@ -289,17 +294,23 @@ def _speedup(a: Items, b: Items) -> Interval | None:
     return _interval(float(ratio(arr.sum(axis=0))), draws[np.isfinite(draws)])
 
 
-def _per_key(samples: Sequence[Sample]) -> tuple[dict[str, float], dict[str, float]]:
-    keys = [s.key for s in samples]
-    tokens = dict(zip(keys, (float(s.tokens) for s in samples)))
-    if len(tokens) == len(samples):  # each key once (no repeats pooled): nothing to add up
-        return tokens, dict(zip(keys, (s.latency_s for s in samples)))
-    tokens = {}
-    latency: dict[str, float] = {}
+def _per_key(samples: Sequence[Sample]) -> tuple[dict[str, int], np.ndarray]:
+    """key → its row, and the rows: (tokens, latency) summed over the key's samples in order.
+    One dict per side, not one per column: at a million keys each dict is ~80 MB."""
+    n = len(samples)
+    rows = dict(zip((s.key for s in samples), range(n)))
+    if len(rows) == n:  # each key once (no repeats pooled): nothing to add up
+        tokens = np.fromiter((s.tokens for s in samples), float, n)
+        return rows, np.column_stack([tokens, np.fromiter((s.latency_s for s in samples), float, n)])
+    rows = {}
+    sums: list[list[float]] = []
     for s in samples:
-        tokens[s.key] = tokens.get(s.key, 0.0) + s.tokens
-        latency[s.key] = latency.get(s.key, 0.0) + s.latency_s
-    return tokens, latency
+        row = rows.setdefault(s.key, len(sums))
+        if row == len(sums):
+            sums.append([0.0, 0.0])
+        sums[row][0] += s.tokens
+        sums[row][1] += s.latency_s
+    return rows, np.array(sums, dtype=float)
 
 
 def engine_decode_rate(runs: Sequence[Run], warmup: int) -> float | None:
