@@ -31,19 +31,25 @@ from servediff.report.document import Block
 from servediff.report.model import Report
 from servediff.report.sections import (
     claims,
+    factors,
     identity,
+    kl,
     method,
     placements,
+    quality,
     replicas,
     runs,
     sampled,
+    speed,
     summary,
     verdicts,
 )
 
 Section = Callable[[Report], tuple[Block, ...]]
 # Where on the page a section goes: each template marks these places with ``slot(...)``.
-Slot = Literal["top", "summary", "checks", "method", "identity", "sampled", "appendix"]
+Slot = Literal[
+    "top", "summary", "checks", "method", "identity", "factors", "sampled", "quality", "speed", "appendix"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +69,11 @@ SECTIONS: tuple[Entry, ...] = (
     Entry("method", method.blocks, "method"),
     Entry("identity", identity.blocks, "identity"),
     Entry("parts", identity.parts, "identity"),
+    Entry("factors", factors.blocks, "factors"),
     Entry("sampled", sampled.blocks, "sampled"),
+    Entry("quality", quality.blocks, "quality"),
+    Entry("speed", speed.blocks, "speed"),
+    Entry("kl", kl.blocks, "speed"),
     Entry("runs", runs.blocks, "appendix"),
 )
 
