@@ -1,7 +1,7 @@
 """Shadow traffic at scale: what the proxy adds to the primary's latency, and compare at 1M items.
 
     python bench/shadow.py --part proxy      # latency added on the primary path, shadow on and off
-    python bench/shadow.py --part compare    # servediff compare on two 1,000,000-item shadow records
+    python bench/shadow.py --part compare    # servediff compare, 2 × 100,000 and 2 × 1,000,000 items
 
 Proxy: the primary and the candidate are bench/stub_server.py (answers at once), so what is
 measured is the proxy itself. Each round sends the same requests directly to the primary and
@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import os
 import random
 import subprocess
 import sys
@@ -173,14 +174,18 @@ def write_shadow_pair(items: int, work: Path, seed: int = 0) -> tuple[Path, Path
 
 
 def compare(items: int) -> None:
+    """The records are written first; the machine's 1-minute load average is read just before
+    and just after the compare (a shared machine stretches wall time, and CPU time less)."""
     work = Path(tempfile.mkdtemp(prefix="shadow-compare-"))
     log(f"writing two shadow records of {items:,} items")
     a, b = write_shadow_pair(items, work)
     size = a.stat().st_size / 2**20
+    before = os.getloadavg()[0]
     timed = run_timed([PYTHON, "-m", "servediff", "compare", str(a), str(b), "--md", str(work / "r.md")])
+    after = os.getloadavg()[0]
     print(
-        f"| compare 2 × {items:,} items ({size:,.0f} MiB each) | {timed.seconds:.1f} s wall | "
-        f"{timed.cpu_s:.1f} s CPU | {timed.max_rss_mib:,.0f} MiB max RSS |",
+        f"| {items:,} ({size:,.0f} MiB each) | {timed.seconds:.1f} s | {timed.cpu_s:.1f} s "
+        f"| {timed.max_rss_mib:,.0f} MiB | {before:.1f} → {after:.1f} |",
         flush=True,
     )
     subprocess.run(["rm", "-rf", str(work)], check=False)
@@ -191,7 +196,7 @@ def main() -> None:
     ap.add_argument("--part", choices=["proxy", "compare"], required=True)
     ap.add_argument("--requests", type=int, default=2000, help="per side, round and concurrency")
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--items", type=int, default=1_000_000)
+    ap.add_argument("--items", type=int, nargs="+", default=[100_000, 1_000_000])
     args = ap.parse_args()
     if args.part == "proxy":
         print(
@@ -200,7 +205,9 @@ def main() -> None:
         )
         proxy(args.requests, args.rounds)
     else:
-        compare(args.items)
+        print("| items per record | wall | CPU | max RSS | load average (1 min) |\n|---|---|---|---|---|")
+        for n in args.items:
+            compare(n)
 
 
 if __name__ == "__main__":

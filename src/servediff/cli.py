@@ -495,6 +495,18 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_shadow(args: argparse.Namespace) -> int:
+    if args.experiment is not None:
+        if args.primary or args.candidate:
+            raise UsageError("give --experiment, or --primary and --candidate URLs, not both")
+        return _shadow_launched(args)
+    if not (args.primary and args.candidate):
+        raise UsageError("give --primary and --candidate (URLs), or --experiment FILE to launch both")
+    if args.candidate_config is not None:
+        raise UsageError("--candidate-config picks a configuration of --experiment")
+    return _shadow(args, args.primary, args.candidate, {})
+
+
+def _shadow(args: argparse.Namespace, primary: str, candidate_url: str, launched: dict[str, Any]) -> int:
     import asyncio
     import os
 
@@ -507,14 +519,27 @@ def cmd_shadow(args: argparse.Namespace) -> int:
         if not key:
             raise UsageError(f"--candidate-api-key-env: ${args.candidate_api_key_env} is not set")
     candidate = CandidateConfig(
-        args.candidate, key, args.timeout, tuple(args.redact_field), args.candidate_top_logprobs
+        candidate_url, key, args.timeout, tuple(args.redact_field), args.candidate_top_logprobs
     )
     mirror = MirrorConfig(candidate, args.queue, args.workers, args.sample, args.seed)
     host, port = args.listen
-    config = ShadowConfig(args.primary, mirror, host, port, args.out, args.rotate_mb)
+    config = ShadowConfig(primary, mirror, host, port, args.out, args.rotate_mb, launched)
     counts = asyncio.run(serve(config))
     print(json.dumps(counts.as_dict(), indent=2))
     return 0
+
+
+def _shadow_launched(args: argparse.Namespace) -> int:
+    """``servediff shadow --experiment FILE``: launch both servers, shadow, stop both."""
+    from servediff.experiment.spec import load_experiment
+    from servediff.shadow.servers import launched_pair
+    from servediff.shadow.session import check_out
+
+    exp = load_experiment(args.experiment, output=args.out)
+    check_out(args.out)  # before anything starts: a session is never appended to
+    with launched_pair(exp, args.out, args.candidate_config) as (primary, candidate):
+        launched = {"primary": primary.identity(), "candidate": candidate.identity()}
+        return _shadow(args, primary.server.base_url, candidate.server.base_url, launched)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

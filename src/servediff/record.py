@@ -23,11 +23,11 @@ import platform
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypedDict
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -183,6 +183,37 @@ _ItemModel = _pydantic_twin(Item)
 
 
 _DECODER = msgspec.json.Decoder(Item)
+
+
+class _ShadowMetadata(TypedDict, total=False):
+    """What compare reads of a shadow item's metadata; the request's path and parameters as sent
+    stay on disk."""
+
+    comparable: bool
+    engine: dict[str, Any]
+    engine_timings: dict[str, Any]
+
+
+# A shadow item as compare reads it: an Item without its input (the messages) and with only the
+# metadata above. Shadow records reach millions of lines, and no analysis reads the messages or
+# the parameters as sent, yet they were most of an item's memory (1.7 KB per item with them,
+# 0.7 KB without, on bench/shadow.py's records). Renaming "input" to a key no line holds makes
+# the decoder skip it; unknown keys are skipped too, so the strict check of field names is the
+# ordinary read's (``lean=False``). A subclass of Item: everything downstream reads it as one.
+_LeanItem = msgspec.defstruct(
+    "LeanItem",
+    [
+        ("input", Any, None),
+        ("metadata", _ShadowMetadata, msgspec.field(default_factory=dict)),
+    ],
+    bases=(Item,),
+    rename={"input": " input (not read)"},
+    forbid_unknown_fields=False,
+    frozen=True,
+    kw_only=True,
+    gc=False,
+)
+_LEAN_DECODER: msgspec.json.Decoder[Item] = msgspec.json.Decoder(_LeanItem)
 
 
 def _stable_engine(engine: dict[str, Any]) -> dict[str, Any]:
@@ -381,8 +412,13 @@ def _first_error(exc: ValidationError) -> str:
     return f"field {where}: {first['msg']}{more}"
 
 
-def read_run(path: Path) -> Run:
-    """Read a record. A cut last line (the writer was killed mid-write) is left out: see ``torn``."""
+def read_run(path: Path, lean: bool = False, beside: Sequence[Run] = ()) -> Run:
+    """Read a record. A cut last line (the writer was killed mid-write) is left out: see ``torn``.
+
+    ``lean``: a shadow record's items after the first are read without their input and with only
+    the metadata compare uses (``_LeanItem``), and an item whose text is the same as in the other
+    side's record (one of ``beside``, runs already read) shares that text; other records are read
+    whole either way."""
     path = Path(path)
     try:
         f: IO[bytes] = path.open("rb")
@@ -397,7 +433,8 @@ def read_run(path: Path) -> Run:
             first = f.readline()
             run = Run(path=path, header=_parse_header(path, first), end=len(first))
             run.unterminated = not first.endswith(b"\n")
-            _read_items(run, f)
+            lean = lean and "shadow" in run.header.extra
+            _read_items(run, f, lean, _partner(run, beside) if lean else None)
     finally:
         if was_enabled:
             gc.enable()
@@ -408,7 +445,17 @@ def read_run(path: Path) -> Run:
     return run
 
 
-def _read_items(run: Run, lines: Iterator[bytes]) -> None:
+def _partner(run: Run, beside: Sequence[Run]) -> dict[str, Item] | None:
+    """The items of the other side of a shadow segment, if read already."""
+    for other in beside:
+        if "shadow" in other.header.extra and other.header.suite.name == run.header.suite.name:
+            return other.items
+    return None
+
+
+def _read_items(
+    run: Run, lines: Iterator[bytes], lean: bool = False, partner: dict[str, Item] | None = None
+) -> None:
     # Streamed line by line (not readlines()): a 100,000-item file never sits in memory twice.
     # Lines stay bytes: pydantic parses them directly, and a bad line is diagnosed only then.
     shared: dict[int, int] = {}
@@ -426,7 +473,11 @@ def _read_items(run: Run, lines: Iterator[bytes]) -> None:
                         return
                     raise RecordError(_line_problem(run.path, n, line, exc)) from exc
             _share(item, shared)
+            if lean:
+                _lean(item, partner.get(item.id) if partner is not None else None)
             run.items[item.id] = item
+            if lean:  # the first item is read whole: the report names the prompts' form from it
+                decode = _LEAN_DECODER.decode
         run.end += len(line)
         run.unterminated = not line.endswith(b"\n")
 
@@ -483,6 +534,27 @@ def seal(run: Run) -> str | None:
         run.unterminated = False
         run.end += 1
     return None
+
+
+# The metadata of every lean item that keeps none (nothing writes to an item's metadata).
+_NO_METADATA: dict[str, Any] = {}
+
+
+def _lean(item: Item, other: Item | None) -> None:
+    """One object for what both sides of a shadow request hold alike (its id, and the text of
+    most of them), for each finish reason and for empty metadata: each parsed string or dict is
+    its own object, and at a million requests these copies were about 0.6 GB."""
+    setattr_ = msgspec.structs.force_setattr
+    if item.finish_reason is not None:
+        setattr_(item, "finish_reason", sys.intern(item.finish_reason))
+    if not item.metadata:
+        setattr_(item, "metadata", _NO_METADATA)
+    if other is None:
+        return
+    setattr_(item, "id", other.id)
+    if other.sha256 == item.sha256 and other.text == item.text:
+        setattr_(item, "text", other.text)
+        setattr_(item, "sha256", other.sha256)
 
 
 def _share(item: Item, shared: dict[int, int]) -> None:

@@ -53,7 +53,10 @@ def load(
     An experiment's load-sweep runs keep their controls (repeat vs repeat) but are not paired
     with other configurations: the sweep section compares them among themselves."""
     probe_paths = [p for p in paths if is_probe_record(p)]
-    runs = [read_run(p) for p in paths if p not in probe_paths]
+    runs: list[Run] = []
+    for p in paths:
+        if p not in probe_paths:
+            runs.append(read_run(p, lean=True, beside=runs))
     study = build_study(runs, force=force, checkpoints=checkpoints)
     study = without_pairs_of(study, [c.label for c in study.configurations if is_sweep(c.runs[0])])
     probes = tuple(read_probes(p) for p in probe_paths)

@@ -67,9 +67,12 @@ def _verdict(
     refs = references(study)
     mine = [c for c in study.configurations if c.label == label]
     theirs = [refs[c.suite] for c in mine if c.suite in refs and refs[c.suite].label != label]
-    own = sp.pooled([items_of(c, warmup, keyed=True) for c in mine])
+    # Keys carry the suite only where one label pools several suites: a constant prefix would
+    # change no number, and at a million items its copies of every sample cost 0.3 GB.
+    keyed = len(mine) > 1
+    own = sp.pooled([items_of(c, warmup, keyed) for c in mine])
     rates = sp.rates(own)
-    base = sp.pooled([items_of(c, warmup, keyed=True) for c in theirs]) if theirs else None
+    base = sp.pooled([items_of(c, warmup, keyed) for c in theirs]) if theirs else None
     against = theirs[0].label if theirs else None
     return Verdict(
         label=label,

@@ -217,11 +217,15 @@ class LlamaCppEngine(Closing):
             raise ValueError(f"{n_ctx} context + {n} scored tokens: need 1 to n_ctx {llm.n_ctx()} in all")
         llm.reset()
         llm.eval(list(context) + list(continuation))
-        rows = np.asarray(llm.scores[n_ctx - 1 : n_ctx - 1 + n], dtype=np.float64)
+        rows: np.ndarray = np.array(llm.scores[n_ctx - 1 : n_ctx - 1 + n], dtype=np.float64)
         llm.reset()
-        m = rows.max(axis=1, keepdims=True)
-        out: np.ndarray = rows - m - np.log(np.exp(rows - m).sum(axis=1, keepdims=True))
-        return out
+        # rows − max − log Σ exp(rows − max), in place: the same operations in the same order as
+        # the textbook one-liner (bit for bit), without its three temporaries of rows' size
+        # (n × vocabulary float64: 39 MB for 100 positions of SmolLM2) and one of its passes.
+        np.subtract(rows, rows.max(axis=1, keepdims=True), out=rows)
+        total = np.exp(rows).sum(axis=1, keepdims=True)
+        np.subtract(rows, np.log(total, out=total), out=rows)
+        return rows
 
     def score(self, samples: Sequence[Sample], params: SamplingParams, on_done: OnDone) -> None:
         """Teacher-forced scoring: at every continuation position the top-k (k =

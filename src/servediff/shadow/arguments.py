@@ -5,6 +5,7 @@ servediff shadow --help
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from servediff.argtypes import count, host_port, output_folder, positive_float, positive_int, proportion
@@ -17,10 +18,23 @@ def add_shadow(sub: Any) -> None:
         description="An OpenAI-compatible proxy: every client gets the primary's answer unchanged; "
         "each completion request is then replayed on the candidate from a bounded queue (full: the "
         "copy is dropped and counted) and both answers are recorded as a run pair for `servediff "
-        "compare`. Runs until interrupted (Ctrl-C or SIGTERM), then writes OUT/shadow.json.",
+        "compare`. Give the two servers' URLs, or an experiment file that launches both. Runs until "
+        "interrupted (Ctrl-C or SIGTERM), then writes OUT/shadow.json.",
     )
-    p.add_argument("--primary", required=True, help="the serving configuration in production (URL)")
-    p.add_argument("--candidate", required=True, help="the configuration to evaluate (URL)")
+    p.add_argument("--primary", help="the serving configuration in production (URL)")
+    p.add_argument("--candidate", help="the configuration to evaluate (URL)")
+    p.add_argument(
+        "--experiment",
+        type=Path,
+        metavar="FILE",
+        help="instead of the URLs: launch both servers from this experiment file (its control is the "
+        "primary, its other configuration the candidate) and stop them when the session ends",
+    )
+    p.add_argument(
+        "--candidate-config",
+        metavar="LABEL",
+        help="with --experiment: the configuration to launch as the candidate, where there are several",
+    )
     p.add_argument("--listen", required=True, type=host_port, help="HOST:PORT the clients call")
     p.add_argument("--out", required=True, type=output_folder, help="folder for the records")
     p.add_argument(

@@ -11,7 +11,7 @@ import json
 import signal
 import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,9 @@ class ShadowConfig:
     port: int
     out: Path
     rotate_mb: float | None = None
+    # What the records say of each side besides its URL and model (a launched server's label,
+    # argv and version).
+    launched: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 async def identity(base_url: str, side: Side, api_key: str | None) -> dict[str, Any]:
@@ -60,6 +63,13 @@ async def identity(base_url: str, side: Side, api_key: str | None) -> dict[str, 
     return engine
 
 
+def check_out(out: Path) -> None:
+    """Raises ValueError when ``out`` already holds a session's records."""
+    taken = sorted(out.glob("primary-*.jsonl")) + sorted(out.glob("candidate-*.jsonl"))
+    if taken:
+        raise ValueError(f"{taken[0]}: --out already holds a shadow session's records; choose another --out")
+
+
 async def serve(config: ShadowConfig, ready: asyncio.Event | None = None) -> Counts:
     """Run until SIGINT or SIGTERM; returns the counts (also written to ``out/shadow.json``).
     Raises ValueError when ``out`` already holds records (a session is never appended to)."""
@@ -70,12 +80,11 @@ async def serve(config: ShadowConfig, ready: asyncio.Event | None = None) -> Cou
         "candidate": await identity(candidate.base_url, "candidate", candidate.api_key),
     }
     engines["candidate"]["top_logprobs"] = candidate.top_logprobs
+    for side, known in engines.items():
+        known.update(config.launched.get(side, {}))
     rotate = int(config.rotate_mb * (1 << 20)) if config.rotate_mb else None
     config.out.mkdir(parents=True, exist_ok=True)
-    taken = sorted(config.out.glob("primary-*.jsonl")) + sorted(config.out.glob("candidate-*.jsonl"))
-    if taken:
-        # Checked here, before anything listens: the replay process would only fail on its own.
-        raise ValueError(f"{taken[0]}: --out already holds a shadow session's records; choose another --out")
+    check_out(config.out)  # here, before anything listens: the replay process would only fail alone
     mirror = Mirror(Recorder(config.out, engines, uuid.uuid4().hex, rotate), config.mirror)
     runner = web.AppRunner(Proxy(ProxyConfig(config.primary), mirror).app(), access_log=None)
     await runner.setup()

@@ -11,6 +11,8 @@ from servediff.report import fmt, wording
 from servediff.report.document import Block, Bullets, Heading, Item, Paragraph, Spans, code, spans, strong
 from servediff.report.model import Claim, Comparison, Report
 
+AT_MOST = 50  # divergence positions listed in a pair's summary line
+
 
 def blocks(r: Report) -> tuple[Block, ...]:
     out: list[Block] = [Heading(2, spans("Summary"), "summary")]
@@ -63,8 +65,11 @@ def _pair(c: Comparison) -> Spans:
     head = spans(code(c.a), " vs ", code(c.b), f" ({c.suite}): ", strong(fmt.ratio(c.identical, c.total)))
     if not c.divergences:
         return (*head, *spans(" byte-identical."))
-    at = ", ".join(str(d.char_index) for d in c.divergences)
-    tail = f" byte-identical; divergences: {wording.class_counts(c)}; first differences at characters {at}."
+    # A summary line, not a table: past AT_MOST positions (shadow traffic has 100,000s) it says so.
+    at = ", ".join(str(d.char_index) for d in c.divergences[:AT_MOST])
+    more = f" and {len(c.divergences) - AT_MOST:,} more" if len(c.divergences) > AT_MOST else ""
+    counts = wording.class_counts(c)
+    tail = f" byte-identical; divergences: {counts}; first differences at characters {at}{more}."
     return (*head, *spans(tail))
 
 

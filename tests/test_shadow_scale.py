@@ -1,0 +1,122 @@
+"""Shadow records read for compare: lean items (no input, the metadata compare uses), texts
+shared between the sides, and reports that stay readable past a thousand divergences.
+
+The records are written by the shadow proxy's own recorder from parsed request bodies; the
+comparison of the lean read is checked against the ordinary read of the same files.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from servediff.compare.loader import load
+from servediff.compare.study import build_study
+from servediff.record import read_run
+from servediff.report import render
+from servediff.report.assembly import build
+from servediff.shadow.recorder import Recorder
+from servediff.shadow.request import parse
+from servediff.types import Completion
+
+ITEMS = 3_000
+WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "was",
+    "with",
+    "be",
+    "by",
+    "on",
+    "not",
+    "answer",
+    "step",
+    "total",
+    "model",
+]
+
+
+def write_records(out: Path, seed: int = 3) -> tuple[Path, Path]:
+    """ITEMS requests, about 45 % of them answered differently by the candidate, every 50th
+    sampled without a seed (non-comparable), about every 97th another a candidate error."""
+    rng = random.Random(seed)
+    rec = Recorder(
+        out, {"primary": {"kind": "http", "model": "m"}, "candidate": {"kind": "http", "model": "m"}}, "s"
+    )
+    rec.open()
+    for i in range(ITEMS):
+        temperature = 0.7 if i % 50 == 0 else 0
+        body = {"model": "m", "temperature": temperature, "messages": [{"role": "user", "content": f"q{i}"}]}
+        req = parse("/v1/chat/completions", json.dumps(body).encode(), [], 0)
+        text = " ".join(rng.choices(WORDS, k=rng.randint(5, 30)))
+        other = text if rng.random() < 0.55 else text + " and so on"
+        primary = Completion("", text=text, finish_reason="stop", latency_s=0.1 + rng.random(), n_tokens=9)
+        candidate = Completion("", text=other, finish_reason="stop", latency_s=0.2 + rng.random(), n_tokens=9)
+        if i % 97 == 1 and i % 50:  # an error is counted as one, never as non-comparable
+            candidate = Completion("", text="", latency_s=0.1, error="HTTP 500")
+        rec.write(req, rec.item_id(req), primary, candidate)
+    rec.close()
+    return out / "primary-0001.jsonl", out / "candidate-0001.jsonl"
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return write_records(tmp_path_factory.mktemp("shadow-scale"))
+
+
+def test_the_lean_read_compares_exactly_like_the_ordinary_read(records: tuple[Path, Path]) -> None:
+    lean, _ = load(list(records))
+    whole = build_study([read_run(p) for p in records])
+    (lp,), (wp,) = lean.pairs, whole.pairs
+    assert (lp.identical, lp.total, lp.errors, lp.noncomparable) == (
+        wp.identical,
+        wp.total,
+        wp.errors,
+        wp.noncomparable,
+    )
+    assert lp.noncomparable == ITEMS // 50 and lp.errors > 0 and 0 < lp.identical < lp.total
+    assert lp.divergences == wp.divergences
+
+
+def test_lean_items_drop_the_input_and_share_equal_texts(records: tuple[Path, Path]) -> None:
+    study, _ = load(list(records))
+    (pair,) = study.pairs
+    a, b = pair.a_run.items, pair.b_run.items
+    ids = list(a)
+    # The first item is read whole (the report names the prompts' form from it); the rest lean.
+    assert a[ids[0]].input == [{"role": "user", "content": "q0"}]
+    assert all(a[i].input is None and b[i].input is None for i in ids[1:])
+    assert all("path" not in a[i].metadata and "sent" not in a[i].metadata for i in ids[1:])
+    assert a[ids[50]].metadata == {"comparable": False}
+    same = [i for i in ids[1:] if a[i].sha256 == b[i].sha256]
+    assert same and all(a[i].text is b[i].text for i in same)
+    differ = [i for i in ids if a[i].sha256 != b[i].sha256]
+    assert differ and all(a[i].text != b[i].text for i in differ)
+
+
+def test_reports_list_at_most_a_thousand_divergences_and_count_them_all(records: tuple[Path, Path]) -> None:
+    study, options = load(list(records))
+    (pair,) = study.pairs
+    n = len(pair.divergences)
+    assert n > 1000
+    report = build(study, options)
+    md = render.markdown(report)
+    assert f"(the first 1,000 of {n:,} divergences, in the records' order)" in md
+    assert f"(the first 1,000 rows; the counts above are over all {n:,})" in md
+    assert f"**{n} divergence(s):**" in md
+    assert f"and {n - 50:,} more." in md
+    assert md.count(f"| `{pair.divergences[999].item_id}` |") == 2
+    assert f"`{pair.divergences[1000].item_id}`" not in md
+    html = render.html(report)
+    assert f"The first 1,000 of {n:,} divergences" in html
