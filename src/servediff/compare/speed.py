@@ -40,11 +40,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from itertools import repeat
 from typing import Literal
 
 import numpy as np
 
+from servediff.columns import Columns
 from servediff.record import Item, Run
 
 RESAMPLES = 2000
@@ -82,8 +83,9 @@ class Items:
     warmup: int  # left out as warm-up
     errors: int  # left out because the engine failed
     in_flight: float | None  # mean requests in flight; None: unknown (concurrent, no timestamps)
-    # The kept items themselves, for one run (the engine's own counters); empty once pooled.
-    records: tuple[Item, ...] = ()
+    # One run's (tokens, ms) by the engine's own clock, items that reported them; empty once pooled.
+    engine: tuple[np.ndarray, np.ndarray] = (np.empty(0), np.empty(0))
+    unique: bool = False  # each key once (one run's items)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -104,41 +106,51 @@ def run_items(run: Run, warmup: int, prefix: str = "") -> Items:
     return cached[1]
 
 
-def _column(items: Sequence[Item], field: str) -> np.ndarray:
-    """One float field of every item; None → NaN."""
-    get = attrgetter(field)
-    return np.fromiter((np.nan if (v := get(it)) is None else v for it in items), float, len(items))
+def _columns(run: Run) -> Columns:
+    """The run's per-item numbers: those its lean read gathered, if still one row per item."""
+    if run.columns is not None and len(run.columns) == len(run.items):
+        return run.columns
+    cols = Columns()
+    for it in run.items.values():
+        cols.add(it)
+    return cols
 
 
 def _run_items(run: Run, warmup: int, prefix: str) -> Items:
-    found = [it for it in run.items.values() if it.error is None]
-    errors = len(run.items) - len(found)
+    cols = _columns(run)
+    ok = cols.array("error") == 0
+    latency, finished = cols.array("latency"), cols.array("finished")
     # An import without timings has no latency at all: no speed numbers rather than 0 ms.
-    found = [it for it in found if it.latency_s is not None]
-    latency, finished = _column(found, "latency_s"), _column(found, "finished_at")
-    timed = not np.isnan(finished).any()
-    if timed:
-        # A stable sort on the same float keys as sorting the items by start time.
-        order = np.argsort(finished - latency, kind="stable")
+    found = np.flatnonzero(ok & ~np.isnan(latency))
+    timed = not np.isnan(finished[found]).any()
+    ids = list(run.items)
+    if timed:  # by start time; a stable sort, as sorting the items themselves was
+        order = found[np.argsort(finished[found] - latency[found], kind="stable")]
     else:
         rank = {item_id: n for n, item_id in enumerate(run.header.suite.item_ids)}
-        ranks = np.fromiter((rank.get(it.id, len(rank)) for it in found), np.int64, len(found))
-        order = np.argsort(ranks, kind="stable")
-    kept_order = order[warmup:]
-    kept = tuple(found[i] for i in kept_order.tolist())
-    latency = latency[kept_order]
-    flight = batched_in_flight(kept) if not timed else None
+        ranks = np.fromiter((rank.get(ids[i], len(rank)) for i in found.tolist()), np.int64, len(found))
+        order = found[np.argsort(ranks, kind="stable")]
+    kept = order[warmup:]
+    flight = None
+    if not timed:
+        values = list(run.items.values())
+        flight = batched_in_flight([values[i] for i in kept.tolist()])
+    n, ms = cols.array("engine_n")[kept], cols.array("engine_ms")[kept]
+    reported = ~np.isnan(n)
     items = Items(
-        keys=tuple(prefix + it.id for it in kept) if prefix else tuple(it.id for it in kept),
-        tokens=np.fromiter((it.n_tokens or 0 for it in kept), float, len(kept)),
-        latency=latency,
-        ttft=_column(kept, "ttft_s"),
-        itl=_column(kept, "itl_s"),
-        start=(finished[kept_order] - latency) if timed else np.full(len(kept), np.nan),
+        keys=tuple(prefix + ids[i] for i in kept.tolist())
+        if prefix
+        else tuple(map(ids.__getitem__, kept.tolist())),
+        tokens=cols.array("tokens")[kept],
+        latency=latency[kept],
+        ttft=cols.array("ttft")[kept],
+        itl=cols.array("itl")[kept],
+        start=(finished[kept] - latency[kept]) if timed else np.full(len(kept), np.nan),
         warmup=len(found) - len(kept),
-        errors=errors,
+        errors=int(len(ok) - ok.sum()),
         in_flight=None,
-        records=kept,
+        engine=(n[reported], ms[reported]),
+        unique=True,
     )
     if flight is None:
         flight = in_flight(items, run.header.concurrency)
@@ -294,18 +306,8 @@ def speedup(a: Items, b: Items) -> Interval | None:
 def _speedup(a: Items, b: Items) -> Interval | None:
     if a.in_flight is None or b.in_flight is None:
         return None
-    rows_a, cols_a = _per_key(a)
-    rows_b, cols_b = _per_key(b)
-    keys = sorted(rows_a.keys() & rows_b.keys())
-    if not keys:
-        return None
-    # (tokens A, latency A, tokens B, latency B) per shared key, in key order.
-    picked = [
-        cols[np.fromiter(map(rows.__getitem__, keys), np.intp, len(keys))]
-        for rows, cols in ((rows_a, cols_a), (rows_b, cols_b))
-    ]
-    arr = np.column_stack(picked)
-    if arr[:, 1].sum() <= 0 or arr[:, 3].sum() <= 0 or arr[:, 0].sum() <= 0:
+    arr = _paired(a, b)
+    if not len(arr) or arr[:, 1].sum() <= 0 or arr[:, 3].sum() <= 0 or arr[:, 0].sum() <= 0:
         return None
     scale = b.in_flight / a.in_flight
 
@@ -316,6 +318,25 @@ def _speedup(a: Items, b: Items) -> Interval | None:
     with np.errstate(divide="ignore", invalid="ignore"):
         draws = ratio(_resampled_sums(_grouped(arr, rng), rng))
     return _interval(float(ratio(arr.sum(axis=0))), draws[np.isfinite(draws)])
+
+
+def _paired(a: Items, b: Items) -> np.ndarray:
+    """(tokens A, latency A, tokens B, latency B) per key both have: in key order, or past
+    BOOT_MAX keys of one run each, in B's order (sorting a million keys took seconds)."""
+    if a.unique and b.unique and min(len(a), len(b)) > BOOT_MAX:
+        rows_a = dict(zip(a.keys, range(len(a))))
+        at = np.fromiter(map(rows_a.get, b.keys, repeat(-1)), np.intp, len(b))
+        both = at >= 0
+        at = at[both]
+        return np.column_stack([a.tokens[at], a.latency[at], b.tokens[both], b.latency[both]])
+    rows_a, cols_a = _per_key(a)
+    rows_b, cols_b = _per_key(b)
+    keys = sorted(rows_a.keys() & rows_b.keys())
+    picked = [
+        cols[np.fromiter(map(rows.__getitem__, keys), np.intp, len(keys))]
+        for rows, cols in ((rows_a, cols_a), (rows_b, cols_b))
+    ]
+    return np.column_stack(picked) if keys else np.empty((0, 4))
 
 
 def _per_key(items: Items) -> tuple[dict[str, int], np.ndarray]:
@@ -342,14 +363,10 @@ def engine_decode_rate(runs: Sequence[Run], warmup: int) -> float | None:
     ``timings`` (predicted_n / predicted_ms, llama.cpp's C++ server)."""
     n = ms = 0.0
     for run in runs:
-        # In record order: a set's order follows the per-process string hash, and a float sum
+        # In the order sent, never a set's: a set's order follows the per-process string hash, and a float sum
         # in another order can differ in its last bit from one run of the report to the next.
-        for it in run_items(run, warmup).records:
-            t = it.metadata.get("engine_timings") or {}
-            if "eval_n" in t and "eval_ms" in t:
-                n, ms = n + float(t["eval_n"]), ms + float(t["eval_ms"])
-            elif "predicted_n" in t and "predicted_ms" in t:
-                n, ms = n + float(t["predicted_n"]), ms + float(t["predicted_ms"])
+        tokens, millis = run_items(run, warmup).engine
+        n, ms = sum(tokens.tolist(), n), sum(millis.tolist(), ms)
     return n / ms * 1000 if ms > 0 else None
 
 
