@@ -20,45 +20,52 @@ if TYPE_CHECKING:
 NAN = math.nan
 
 
-class Columns:
-    """Growing float columns, one row per item: ``add`` while reading, ``array`` after."""
+# The columns, in their order within each row.
+FIELDS = ("error", "latency", "finished", "tokens", "ttft", "itl", "engine_n", "engine_ms")
+_WIDTH = len(FIELDS)
 
-    __slots__ = ("engine_ms", "engine_n", "error", "finished", "itl", "latency", "tokens", "ttft")
+
+class Columns:
+    """Growing float columns, one row per item: ``add`` while reading, ``array`` after.
+
+    One interleaved array, extended by a row at a time: one call per item line (eight appends to
+    eight arrays cost 1.6 µs a line, a third of the read)."""
+
+    __slots__ = ("_rows",)
 
     def __init__(self) -> None:
-        self.error = array("b")  # 1: the engine failed on this item
-        self.latency = array("d")
-        self.finished = array("d")
-        self.tokens = array("d")  # None counts as 0 tokens, as the speed numbers always did
-        self.ttft = array("d")
-        self.itl = array("d")
-        self.engine_n = array("d")  # the engine's own decoded tokens and decode time, if reported
-        self.engine_ms = array("d")
+        self._rows = array("d")
 
     def __len__(self) -> int:
-        return len(self.error)
+        return len(self._rows) // _WIDTH
 
     def add(self, item: Any) -> None:
-        self.error.append(item.error is not None)
-        self.latency.append(NAN if item.latency_s is None else item.latency_s)
-        self.finished.append(NAN if item.finished_at is None else item.finished_at)
-        self.tokens.append(item.n_tokens or 0)
-        self.ttft.append(NAN if item.ttft_s is None else item.ttft_s)
-        self.itl.append(NAN if item.itl_s is None else item.itl_s)
-        n, ms = engine_counters(item.metadata)
-        self.engine_n.append(n)
-        self.engine_ms.append(ms)
+        meta = item.metadata
+        n, ms = engine_counters(meta) if meta else (NAN, NAN)
+        self._rows.extend(
+            (
+                0.0 if item.error is None else 1.0,
+                NAN if item.latency_s is None else item.latency_s,
+                NAN if item.finished_at is None else item.finished_at,
+                item.n_tokens or 0,  # None counts as 0 tokens, as the speed numbers always did
+                NAN if item.ttft_s is None else item.ttft_s,
+                NAN if item.itl_s is None else item.itl_s,
+                n,  # the engine's own decoded tokens and decode time, where it reported them
+                ms,
+            )
+        )
 
     def array(self, name: str) -> np.ndarray:
+        """One column (a view: error is 1.0 where the engine failed, other fields NaN if absent)."""
         import numpy as np  # here: reading a record must not import numpy
 
-        return np.frombuffer(getattr(self, name), dtype=np.int8 if name == "error" else float)
+        return np.frombuffer(self._rows, dtype=float).reshape(-1, _WIDTH)[:, FIELDS.index(name)]
 
 
 def engine_counters(metadata: dict[str, Any]) -> tuple[float, float]:
     """(tokens, milliseconds) by the engine's own clock, or NaNs: llama.cpp's perf counters
     (eval_n / eval_ms), else a server's ``timings`` (predicted_n / predicted_ms)."""
-    t = metadata.get("engine_timings") if metadata else None
+    t = metadata.get("engine_timings")
     if not t:
         return NAN, NAN
     if "eval_n" in t and "eval_ms" in t:
