@@ -31,6 +31,7 @@ from servediff.report.document import Block
 from servediff.report.model import Report
 from servediff.report.sections import (
     claims,
+    divergences,
     identity,
     method,
     placements,
@@ -43,7 +44,7 @@ from servediff.report.sections import (
 
 Section = Callable[[Report], tuple[Block, ...]]
 # Where on the page a section goes: each template marks these places with ``slot(...)``.
-Slot = Literal["top", "summary", "checks", "method", "identity", "sampled", "appendix"]
+Slot = Literal["top", "summary", "checks", "method", "identity", "sampled", "divergence", "appendix"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,7 @@ SECTIONS: tuple[Entry, ...] = (
     Entry("identity", identity.blocks, "identity"),
     Entry("parts", identity.parts, "identity"),
     Entry("sampled", sampled.blocks, "sampled"),
+    Entry("divergences", divergences.blocks, "divergence"),
     Entry("runs", runs.blocks, "appendix"),
 )
 
