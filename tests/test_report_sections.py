@@ -80,6 +80,21 @@ def test_every_divergence_is_a_row_in_markdown_and_a_card_in_html(tmp_path: Path
     assert f"(prompts, pair): {len(pair.divergences)} of {pair.total}" in rows
 
 
+def test_why_gives_each_divergence_its_class_and_sources_in_both_formats(tmp_path: Path) -> None:
+    report = build(*load(write_study(tmp_path / "runs")))
+    md, page = render.markdown(report), render.html(report)
+    start = md.index("## Why the text diverges")
+    why_md = md[start : md.index("\n## ", start)]
+    why_html = page[page.index('<h2 id="measured">') :]
+    for c in report.comparisons:
+        for d in c.divergences:
+            cls = f"{d.cls} ({d.note})" if d.note else d.cls
+            assert why_md.count(f" | {cls} | ") >= 1
+    rows = [line for line in why_md.splitlines() if line.startswith("| `")]
+    assert len(rows) == sum(len(c.divergences) for c in report.comparisons)
+    assert why_html.count("<li><b>Hazard:</b>") == len(report.comparisons)
+
+
 def test_runs_section_counts_what_the_records_hold(tmp_path: Path) -> None:
     paths = write_study(tmp_path / "runs")
     report = build(*load(paths))

@@ -53,10 +53,6 @@ def tok(value: str | None) -> Md:
     return code("end of sequence" if value is None else json.dumps(value, ensure_ascii=False))
 
 
-def top2(top: tuple[tuple[str, float], ...]) -> Md:
-    return Md(", ".join(f"{tok(t)} {fmt.logprob(v)}" for t, v in top[:2]))
-
-
 def _as_md(f: Callable[..., str]) -> Callable[..., Md]:
     """A number format whose output (digits, signs, units) needs no Markdown escaping."""
     return lambda *a: Md(f(*a))
@@ -86,7 +82,7 @@ def _environment(**escaping: Any) -> Environment:
 def _markdown_env() -> Environment:
     env = _environment(autoescape=False, finalize=_finalize, keep_trailing_newline=True)
     env.filters.update({k: _as_md(f) for k, f in fmt.FILTERS.items()})
-    env.filters.update(code=code, tok=tok, top2=top2)
+    env.filters.update(code=code, tok=tok)
     env.globals["slot"] = lambda where, r: Md(markdown_doc.render(sections.slot(where, r)))
     return env
 

@@ -40,6 +40,7 @@ from servediff.report.sections import (
     sampled,
     summary,
     verdicts,
+    why,
 )
 
 Section = Callable[[Report], tuple[Block, ...]]
@@ -66,6 +67,7 @@ SECTIONS: tuple[Entry, ...] = (
     Entry("parts", identity.parts, "identity"),
     Entry("sampled", sampled.blocks, "sampled"),
     Entry("divergences", divergences.blocks, "divergence"),
+    Entry("why", why.blocks, "divergence"),
     Entry("runs", runs.blocks, "appendix"),
 )
 
