@@ -36,6 +36,7 @@ from servediff.compare.quality import subject
 from servediff.compare.runs import run_rows
 from servediff.compare.sampled import is_sampled, sampled
 from servediff.compare.study import Configuration, PairResult, Study
+from servediff.compare.sweep import sweeps
 from servediff.compare.vocabulary import ControlVerdict
 from servediff.record import Item, Run
 from servediff.redaction import redact_argv
@@ -98,7 +99,7 @@ def build(study: Study, options: ReportOptions) -> Report:
         quality=quality_,
         matrices=matrices(study),
         claims=claims,
-        sweeps=experiment_view.sweeps(study),
+        sweeps=sweeps(study),
         limitations=LIMITATIONS,
         speed=speed_view.views(study, options.warmup),
         verdicts=speed_view.verdicts(study, options.warmup, quality_, claims),

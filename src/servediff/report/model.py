@@ -20,6 +20,7 @@ from servediff.compare.quality import Accuracy, PairQuality
 from servediff.compare.runs import RunRow
 from servediff.compare.sampled import Sampled
 from servediff.compare.speed import Interval, Load
+from servediff.compare.sweep import Sweep
 from servediff.compare.vocabulary import ControlVerdict, DesignKind, DivergenceClass, Kind, QualityVerdict
 
 SCHEMA_VERSION = 1
@@ -276,25 +277,6 @@ class ClaimGroup:
     detail: str
     flagged: bool
     runs: tuple[tuple[str, int], ...]  # (suite, repeat) of every run the row holds for
-
-
-@dataclass(frozen=True, slots=True)
-class SweepLevel:
-    concurrency: int
-    repeats: int
-    prompts: int
-    varied: int  # prompts with more than one distinct output
-    most: int
-    mean: float
-
-
-@dataclass(frozen=True, slots=True)
-class Sweep:
-    name: str
-    levels: tuple[SweepLevel, ...]
-    # (item id, distinct outputs per level (None: not run there), distinct over all levels)
-    items: tuple[tuple[str, tuple[int | None, ...], int], ...]
-    only_varied: bool  # long lists keep only the prompts with more than one output
 
 
 # --- speed (what the tuning bought) -------------------------------------------------------------

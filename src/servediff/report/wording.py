@@ -119,13 +119,6 @@ def pair_sentence(q: PairQuality) -> str:
     return text
 
 
-def sweep_intro() -> str:
-    return (
-        "The same configuration, the same prompts at temperature 0, repeated at each concurrency: how many "
-        "distinct completions does each prompt get across the repeats?"
-    )
-
-
 # --- speed ------------------------------------------------------------------------------------
 def direction(x: Interval | None) -> str:
     """Plain words for a speedup: only an interval wholly on one side of 1 counts."""

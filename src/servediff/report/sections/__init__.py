@@ -39,6 +39,7 @@ from servediff.report.sections import (
     runs,
     sampled,
     summary,
+    sweep,
     verdicts,
     why,
 )
@@ -68,6 +69,7 @@ SECTIONS: tuple[Entry, ...] = (
     Entry("sampled", sampled.blocks, "sampled"),
     Entry("divergences", divergences.blocks, "divergence"),
     Entry("why", why.blocks, "divergence"),
+    Entry("sweep", sweep.blocks, "divergence"),
     Entry("runs", runs.blocks, "appendix"),
 )
 
