@@ -26,7 +26,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from servediff.gate.result import GateReport
-from servediff.report import figures, fmt, html_doc, load_view, markdown_doc, mdtext, sections, wording
+from servediff.report import figures, fmt, html_doc, markdown_doc, mdtext, sections, wording
 from servediff.report.model import Report
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
@@ -74,7 +74,6 @@ def _environment(**escaping: Any) -> Environment:
     )
     env.globals["w"] = wording
     env.globals["fmt"] = fmt
-    env.globals["lv"] = load_view
     return env
 
 

@@ -33,6 +33,7 @@ from servediff.report.sections import (
     claims,
     divergences,
     identity,
+    load,
     method,
     placements,
     replicas,
@@ -70,6 +71,7 @@ SECTIONS: tuple[Entry, ...] = (
     Entry("divergences", divergences.blocks, "divergence"),
     Entry("why", why.blocks, "divergence"),
     Entry("sweep", sweep.blocks, "divergence"),
+    Entry("load", load.blocks, "divergence"),
     Entry("runs", runs.blocks, "appendix"),
 )
 

@@ -42,10 +42,7 @@ def _level(x: SweepLevel) -> tuple[Cell, ...]:
 
 
 def _sweep(s: Sweep) -> list[Block]:
-    levels = tuple(
-        _level(x)
-        for x in s.levels
-    )
+    levels = tuple(_level(x) for x in s.levels)
     out: list[Block] = [Heading(3, spans(code(s.name))), Table(LEVELS, levels)]
     if s.only_varied:
         note = f"(only the {len(s.items)} prompts with more than one distinct output are listed)"
