@@ -25,9 +25,11 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from servediff.compare.audit import AuditAnalysis
 from servediff.gate.result import GateReport
 from servediff.report import figures, fmt, html_doc, markdown_doc, mdtext, sections, wording
 from servediff.report.model import Report
+from servediff.report.sections import audit
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
@@ -133,9 +135,12 @@ def markdown_summary(report: Report) -> str:
     return text[start : end if end > 0 else None].rstrip()
 
 
+def _css() -> Markup:
+    return Markup((resources.files("servediff.report") / "style.css").read_text(encoding="utf-8"))
+
+
 def html(report: Report) -> str:
-    css = (resources.files("servediff.report") / "style.css").read_text(encoding="utf-8")
-    return _html_env().get_template("report.html.j2").render(r=report, css=Markup(css), csp=Markup(CSP))
+    return _html_env().get_template("report.html.j2").render(r=report, css=_css(), csp=Markup(CSP))
 
 
 def _plain(x: Any) -> Any:
@@ -201,4 +206,23 @@ def gate_markdown(g: GateReport) -> str:
 def gate_summary(g: GateReport) -> dict[str, Any]:
     """``gate --json``: the gate model itself, with the exit code it implies."""
     out: dict[str, Any] = {"record": "servediff-gate", "schema_version": 1, **_plain(g)}
+    return out
+
+
+# --- audit (servediff audit): its analysis laid out by the same document backends ---
+
+
+def audit_markdown(a: AuditAnalysis) -> str:
+    return markdown_doc.render(audit.blocks(a)) + "\n"
+
+
+def audit_html(a: AuditAnalysis) -> str:
+    body = html_doc.render(audit.blocks(a))
+    page = _html_env().get_template("page.html.j2")
+    return page.render(title=f"servediff audit {a.promise.label}", body=body, css=_css(), csp=Markup(CSP))
+
+
+def audit_summary(a: AuditAnalysis) -> dict[str, Any]:
+    """``audit --json``: the analysis itself, with its exit code and verdict line."""
+    out: dict[str, Any] = {**_plain(a), "exit_code": a.exit_code, "verdict_line": audit.verdict_line(a)}
     return out
