@@ -35,6 +35,7 @@ from servediff.compare.mechanism import (
 from servediff.compare.quality import subject
 from servediff.compare.runs import run_rows
 from servediff.compare.sampled import is_sampled, sampled
+from servediff.compare.shadow import segments
 from servediff.compare.study import Configuration, PairResult, Study
 from servediff.compare.sweep import sweeps
 from servediff.compare.vocabulary import ControlVerdict
@@ -112,6 +113,7 @@ def build(study: Study, options: ReportOptions) -> Report:
         claim_groups=experiment_view.grouped(claims),
         runs=run_rows(study),
         load=load_sweeps(study, options.warmup, options.margin, options.near_tie),
+        shadow=segments(study),
     )
 
 

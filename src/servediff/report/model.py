@@ -19,6 +19,7 @@ from servediff.compare.mechanism import Drift, Precision
 from servediff.compare.quality import Accuracy, PairQuality
 from servediff.compare.runs import RunRow
 from servediff.compare.sampled import Sampled
+from servediff.compare.shadow import ShadowSegment
 from servediff.compare.speed import Interval, Load
 from servediff.compare.sweep import Sweep
 from servediff.compare.vocabulary import ControlVerdict, DesignKind, DivergenceClass, Kind, QualityVerdict
@@ -473,6 +474,7 @@ class Report:
     claim_groups: tuple[ClaimGroup, ...] = ()  # the claims, one row per configuration and claim
     runs: tuple[RunRow, ...] = ()  # every run record the report is made of
     load: tuple[LoadSweep, ...] = ()  # each load sweep: throughput bought against determinism lost
+    shadow: tuple[ShadowSegment, ...] = ()  # segments of shadow traffic: what became of each request
 
     @property
     def comparisons(self) -> tuple[Comparison, ...]:

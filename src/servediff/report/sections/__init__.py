@@ -39,6 +39,7 @@ from servediff.report.sections import (
     replicas,
     runs,
     sampled,
+    shadow,
     summary,
     sweep,
     verdicts,
@@ -61,6 +62,7 @@ class Entry:
 SECTIONS: tuple[Entry, ...] = (
     Entry("verdicts", verdicts.blocks, "top"),
     Entry("summary", summary.blocks, "summary"),
+    Entry("shadow", shadow.blocks, "summary"),
     Entry("claims", claims.blocks, "checks"),
     Entry("placements", placements.blocks, "checks"),
     Entry("replicas", replicas.blocks, "checks"),
