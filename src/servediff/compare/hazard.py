@@ -104,3 +104,35 @@ def kaplan_meier(times: Iterable[tuple[int, bool]]) -> tuple[list[float], list[f
         xs.append(float(t))
         ys.append(surv)
     return xs, ys
+
+
+@dataclass(frozen=True, slots=True)
+class Horizon:
+    length: int
+    p: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True, slots=True)
+class HazardView:
+    """A hazard in the units a reader compares: divergences per 1,000 tokens at risk with the
+    interval, and P(a completion of each ``HORIZONS`` length diverges)."""
+
+    events: int
+    exposure: int
+    per_1000: float
+    low_1000: float
+    high_1000: float
+    confidence: float
+    upper_bound_only: bool
+    horizons: tuple[Horizon, ...]
+
+    @classmethod
+    def of(cls, h: Hazard | None) -> HazardView | None:
+        """The view of a hazard: its rate per 1,000 tokens and P(divergence) at each horizon."""
+        if h is None:
+            return None
+        rate, low, high = h.per_1000()
+        horizons = tuple(Horizon(n, *h.p_within(n)) for n in HORIZONS)
+        return cls(h.events, h.exposure, rate, low, high, h.confidence, h.upper_bound_only, horizons)

@@ -8,12 +8,12 @@ Only for studies whose run headers place them in a factor design; other studies 
 from __future__ import annotations
 
 from servediff.compare import attribution as at
+from servediff.compare.hazard import HazardView
 from servediff.compare.study import Study
 from servediff.report.model import (
     AttributionView,
     FactorCell,
     FactorRow,
-    HazardView,
     ItemCauseView,
 )
 

@@ -19,10 +19,11 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from servediff.compare.comparison import Comparison
 from servediff.compare.load import LoadSweep
 from servediff.compare.quality import Accuracy
 from servediff.compare.sampled import SampledPair
-from servediff.report.model import Comparison, KlRow, Matrix, SpeedView, Subjects, Verdict
+from servediff.report.model import KlRow, Matrix, SpeedView, Subjects, Verdict
 from servediff.report.xmltext import xml_text
 
 WIDTH = 7.0  # inches; the page scales the SVG to its column

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from servediff.compare.comparison import Side
 from servediff.compare.sampled import Estimate
-from servediff.report.model import Side
 
 
 def ratio(k: int, n: int) -> str:

@@ -13,19 +13,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servediff.compare.hazard import HORIZONS, Hazard
+from servediff.compare.comparison import Comparison
+from servediff.compare.hazard import HazardView
 from servediff.compare.load import LoadSweep
-from servediff.compare.mechanism import Drift, Precision
 from servediff.compare.quality import Accuracy, PairQuality
 from servediff.compare.runs import RunRow
 from servediff.compare.sampled import Sampled
 from servediff.compare.shadow import ShadowSegment
 from servediff.compare.speed import Interval, Load
 from servediff.compare.sweep import Sweep
-from servediff.compare.vocabulary import ControlVerdict, DesignKind, DivergenceClass, Kind, QualityVerdict
+from servediff.compare.vocabulary import DesignKind, Kind, QualityVerdict
 
 SCHEMA_VERSION = 1
-TopK = tuple[tuple[str, float], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,120 +81,6 @@ class Tool:
     python: str
     platform: str
     created: str
-
-
-@dataclass(frozen=True, slots=True)
-class Side:
-    """One side's numbers at a divergence: top-k, gap and where they came from."""
-
-    top: TopK
-    gap: float | None
-    source: str  # "recorded during the run" or "probe: <method>"
-    cite: str  # "run", "probe [n]" (footnote of the comparison's probe legend)
-    steps: float | None = None  # the gap in steps of a coarse logprob grid (None: not coarse)
-
-
-@dataclass(frozen=True, slots=True)
-class DivergenceView:
-    item_id: str
-    char_index: int
-    token_index: int | None
-    alignment: str
-    a_token: str | None  # the two diverging tokens as text (None: end of sequence / unknown)
-    b_token: str | None
-    prefix: str  # what both completions share before the first differing token (or character)
-    a_first: str  # A's first differing token (or character) as shown, and the rest of A
-    a_rest: str
-    b_first: str
-    b_rest: str
-    a_tokens: int | None
-    b_tokens: int | None
-    cls: DivergenceClass
-    note: str
-    a: Side | None
-    b: Side | None
-    a_probe: Side | None  # a probe beside a recorded side: shown to expose the probe's error
-    b_probe: Side | None
-    shift_a: float | None  # logprob of A's token under B minus under A
-    shift_b: float | None
-
-    @property
-    def prefix_length(self) -> int:
-        """Characters both completions share before the first differing token."""
-        return len(self.prefix)
-
-
-@dataclass(frozen=True, slots=True)
-class Horizon:
-    length: int
-    p: float
-    low: float
-    high: float
-
-
-@dataclass(frozen=True, slots=True)
-class HazardView:
-    events: int
-    exposure: int
-    per_1000: float
-    low_1000: float
-    high_1000: float
-    confidence: float
-    upper_bound_only: bool
-    horizons: tuple[Horizon, ...]
-
-    @classmethod
-    def of(cls, h: Hazard | None) -> HazardView | None:
-        """The view of a hazard: its rate per 1,000 tokens and P(divergence) at each horizon."""
-        if h is None:
-            return None
-        rate, low, high = h.per_1000()
-        horizons = tuple(Horizon(n, *h.p_within(n)) for n in HORIZONS)
-        return cls(h.events, h.exposure, rate, low, high, h.confidence, h.upper_bound_only, horizons)
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeCheck:
-    """How far a probe's gap is from the gap recorded during the run, where both exist."""
-
-    label: str
-    n: int
-    max_gap_diff: float
-    top1_differs: int
-
-
-@dataclass(frozen=True, slots=True)
-class Comparison:
-    """A control (a configuration against its own repeat) or a pair of configurations."""
-
-    suite: str
-    a: str
-    b: str
-    kind: Kind
-    a_repeat: int
-    b_repeat: int
-    identical: int
-    total: int
-    errors: int
-    # controls: "deterministic", "NOT deterministic", "nothing to compare"; sampled runs:
-    # "seeds honoured", "seeds NOT honoured"
-    verdict: ControlVerdict | None
-    threshold: float
-    divergences: tuple[DivergenceView, ...]
-    classes: tuple[tuple[DivergenceClass, int], ...]  # every class, in a fixed order, with its count
-    gap_median: float | None  # A's gap over the divergences that have one
-    gap_max: float | None
-    drift: Drift | None
-    hazard: HazardView | None
-    no_token_data: int  # items left out of the hazard
-    times: tuple[tuple[int, bool], ...]  # (tokens at risk, diverged): the hazard's own input
-    precision: Precision
-    probe_sources: tuple[str, ...]  # footnotes: "probe [n]" is probe_sources[n - 1]
-    probe_checks: tuple[ProbeCheck, ...]
-    # Sampled runs (temperature > 0): a control then checks that per-request seeds reproduce.
-    sampled: bool = False
-    # Kaplan–Meier from ``times``: (x, P(the first x tokens are identical)) at 0 and at each event.
-    survival: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

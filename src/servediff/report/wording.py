@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from servediff.compare.comparison import Comparison
 from servediff.compare.quality import PairQuality
 from servediff.compare.sample_size import Sizing, VarianceParts
 from servediff.compare.sampled import Sampled, SampledPair
@@ -21,7 +22,6 @@ from servediff.report import fmt
 from servediff.report.model import (
     AttributionView,
     Claim,
-    Comparison,
     FactorCell,
     FactorRow,
     ItemCauseView,

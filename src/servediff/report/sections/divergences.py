@@ -10,6 +10,7 @@ Every value is a field of ``report.model.DivergenceView``.
 
 from __future__ import annotations
 
+from servediff.compare.comparison import Comparison, DivergenceView, Side
 from servediff.report import fmt
 from servediff.report.document import (
     Block,
@@ -30,7 +31,7 @@ from servediff.report.document import (
     strong,
     token,
 )
-from servediff.report.model import Comparison, DivergenceView, Report, Side
+from servediff.report.model import Report
 
 HEADER = ("item", "char", "token", "…common prefix", "A next", "B next", "A tokens", "B tokens")
 TOP_K = ("token", "logprob", "chosen by")

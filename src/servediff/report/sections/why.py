@@ -10,6 +10,7 @@ Every number is a field of ``report.model.Comparison``; this module only words i
 
 from __future__ import annotations
 
+from servediff.compare.comparison import Comparison, DivergenceView, Side, TopK
 from servediff.compare.mechanism import Precision
 from servediff.report import fmt, wording
 from servediff.report.document import (
@@ -27,7 +28,7 @@ from servediff.report.document import (
     strong,
     token,
 )
-from servediff.report.model import Comparison, DivergenceView, Report, Side, TopK
+from servediff.report.model import Report
 
 HEADER = (
     "item",
