@@ -17,6 +17,11 @@ How to add a section
    ``report.markdown_doc`` and ``report.html_doc`` lay the tree out where each template marks
    the slot with ``{{ slot("<slot>", r) }}``; no template changes.
 
+Where Markdown and HTML need different layouts of one content (a dense table for report.md, a
+card per divergence for report.html), a section returns a ``PerFormat`` block holding both.
+The audit (``sections.audit``) is a page of its own, not a part of this report: its blocks are
+laid out by the same backends in ``render.audit_markdown`` and ``render.audit_html``.
+
 A section that has not been ported yet is still written in both templates; ported ones are
 only a ``slot(...)`` call there.
 """
