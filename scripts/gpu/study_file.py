@@ -46,7 +46,7 @@ def configure(raw: dict[str, Any]) -> None:
     raw["model_path"] = str(Path(os.environ["STUDY_MODEL"]).resolve())
     raw["model"] = os.environ.get("STUDY_MODEL_ID") or raw["model"]
     suites = raw["suites"]
-    if os.environ.get("STUDY_GSM8K"):
+    if os.environ.get("STUDY_GSM8K") and "gsm8k" in suites:
         suites["gsm8k"]["path"] = str(Path(os.environ["STUDY_GSM8K"]).resolve())
     limits = {"prompts": "STUDY_PROMPTS", "shared-prefix": "STUDY_PREFIX", "gsm8k": "STUDY_GSM8K_N"}
     for name, var in limits.items():

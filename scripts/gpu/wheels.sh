@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Download the wheels servediff needs on a Python 3.12 Linux x86-64 machine that has the rest of its
 # dependencies (aiohttp, jinja2, numpy, scipy, matplotlib, tqdm, uvloop) but no package index:
-# pydantic and what it depends on. Binary wheels only, for CPython 3.12 manylinux.
+# pydantic and what it depends on, and msgspec (the record's item decoder). Binary wheels only, for CPython 3.12 manylinux.
 #
 #   scripts/gpu/wheels.sh DIR                  # here, where the package index is reachable
 #   # there, without network: unpack them into a folder on PYTHONPATH (servediff needs no install;
@@ -16,5 +16,5 @@ pip=(${PYTHON:-python3} -m pip)
 # pip resolves pydantic's dependencies for that platform (pydantic pins pydantic-core exactly).
 "${pip[@]}" download --dest "$1" --python-version 3.12 --implementation cp --abi cp312 --only-binary=:all: \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
-    "pydantic>=2.5${PYDANTIC_VERSION:+,==$PYDANTIC_VERSION}" -q
+    "pydantic>=2.5${PYDANTIC_VERSION:+,==$PYDANTIC_VERSION}" "msgspec>=0.18" -q
 ls -l "$1"/*.whl

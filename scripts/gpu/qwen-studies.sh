@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The Qwen studies on one H200, once llama-server is built and both models are joined into the
+# model cache (start it under `setsid nohup … &`: it outlives the call that starts it, and later
+# calls only wait for ROOT/done):
+#
+#   STUDY_GSM8K=gsm8k/test.jsonl scripts/gpu/qwen-studies.sh ROOT
+#
+# Phase 1, alone on the GPU (the speeds it measures are the configurations' own):
+#   ROOT/speed     examples/llama-server-gpu-speed.toml: the 0.5B's load sweep without logprobs
+#   ROOT/tuned     examples/qwen-gpu-tuned.toml: the 1.5B stock vs tuned vs a 0.5B draft, 20 prompts,
+#                  every divergence probed
+# Phase 2, two or three servers at a time (their speeds are not the configurations' own; this
+# phase answers identity and quality). Ten servers sharing the GPU at once went slower in total
+# than two: each 1.5B GSM8K run reached ~20 items in 4 minutes, against ~85 in 3 minutes with two.
+#   ROOT/gsm8k15   the 1.5B on 200 GSM8K items (seed 0, 512 tokens, top-5 logprobs): stock, tuned
+#   ROOT/load05    the 0.5B with 32 slots on the same 200 items at 1 and then 32 requests in flight
+#   ROOT/knobs05   the 0.5B: stock, flash attention, prompt cache on the 20 prompts and shared-prefix,
+#                  one slot, top-5 logprobs (examples/llama-server-gpu.toml's flags)
+# Each phase leaves ROOT/PHASE.tar.xz (its records and logs) as soon as it ends: a call that waits
+# can bring it back at once, and a machine given back early loses only the phase in flight.
+# PHASES (default "speed tuned gsm8k15 load05 knobs05") picks and orders them; reports are
+# written from the records by `servediff compare` anywhere.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+root=$(mkdir -p "$1" && cd "$1" && pwd)
+say() { echo "$(date -u +%T) $*" | tee -a "$root/qwen.log"; }
+: "${STUDY_GSM8K:?set STUDY_GSM8K to the GSM8K test split (JSONL)}"
+STUDY_GSM8K=$(realpath "$STUDY_GSM8K")
+WHEELS_DIR=${WHEELS_DIR:-$HOME/sd-wheels}
+export PYTHONPATH="$PWD/src:$WHEELS_DIR" PYTHONUNBUFFERED=1
+export LLAMA_SERVER=${LLAMA_SERVER:-${LLAMA_BUILD:-$HOME/llama-cuda}/build/bin/llama-server}
+sd() { python3 -m servediff "$@"; }
+# A joined file in the cache is hashed in full before its first use (a registry name is trusted
+# only through its SHA-256); fetch prints the verified path.
+q05=$(sd models fetch qwen2.5-coder-0.5b 2>>"$root/qwen.log" | tail -1)
+q15=$(sd models fetch qwen2.5-coder-1.5b 2>>"$root/qwen.log" | tail -1)
+[ -f "$q05" ] && [ -f "$q15" ] || { say "both models must be in the cache (servediff models fetch …)"; exit 2; }
+pids=()
+stop_all() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done; }
+trap stop_all EXIT
+
+# The experiment files as they are, with the joined models' paths (and, for a rehearsal on a CPU,
+# the smaller sizes and -ngl 0 of study_file.py's STUDY_* variables).
+STUDY_MODEL=$q05 python3 scripts/gpu/study_file.py examples/llama-server-gpu-speed.toml "$root/speed.toml" || exit 2
+STUDY_MODEL=$q15 python3 scripts/gpu/study_file.py examples/qwen-gpu-tuned.toml "$root/tuned.toml" || exit 2
+PHASES=" ${PHASES:-speed tuned gsm8k15 load05 knobs05} "
+pack() {  # pack PHASE: ROOT/PHASE.tar.xz of ROOT/PHASE and its log
+    tar -C "$root" -cf - "$1" $(cd "$root" && ls "$1".log "$1".toml 2>/dev/null) | xz -T0 -6 >"$root/$1.tar.xz"
+    say "$1: packed ($(stat -c %s "$root/$1.tar.xz") B)"
+}
+for phase in speed tuned; do
+    case $PHASES in *" $phase "*) ;; *) continue ;; esac
+    say "phase 1: $phase"
+    timeout -k 20 "${STUDY_TIME:-300}" python3 -m servediff experiment "$root/$phase.toml" \
+        --out "$root/$phase" --no-progress >"$root/$phase.log" 2>&1
+    say "$phase: exit $?"
+    pack "$phase"
+done
+
+# --- phase 2 -------------------------------------------------------------------------------
+mkdir -p "$root/servers"
+serve() {  # serve NAME PORT MODEL ARGS…: one llama-server, every layer on the GPU, one seed
+    local name=$1 port=$2 model=$3; shift 3
+    "$LLAMA_SERVER" -m "$model" --host 127.0.0.1 --port "$port" -ngl "$ngl" --seed 42 --metrics "$@" \
+        >"$root/servers/$name.log" 2>&1 &
+    pids+=($!)
+    echo "$name: llama-server -m $(basename "$model") --port $port -ngl $ngl --seed 42 --metrics $*" >>"$root/servers/commands.txt"
+}
+up() {  # up PORT…: wait for /health
+    for port; do
+        python3 - "$port" <<'PY' || say "server on $port did not come up"
+import sys, time, urllib.request
+for _ in range(240):
+    try:
+        if urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/health", timeout=2).status == 200:
+            sys.exit(0)
+    except Exception:
+        time.sleep(0.5)
+sys.exit(1)
+PY
+    done
+}
+id15=qwen2.5-coder-1.5b-instruct id05=qwen2.5-coder-0.5b-instruct
+ngl=${STUDY_NGL:-99} t15=${STUDY_THREADS:-4} t05=${STUDY_THREADS:-8} c05=${STUDY_CTX:-65536}
+one15=(-c 8192 -t "$t15" -np 1 -a "$id15")
+one05=(-c "$c05" -t "$t05" -a "$id05")
+P2=${PHASE2_TIME:-480}  # seconds a run may take; a run cut short resumes when called again
+gsm=(--suite gsm8k --data "$STUDY_GSM8K" --limit "${STUDY_GSM8K_N:-200}" --subsample-seed 0
+     --max-tokens "${STUDY_TOKENS:-512}" --seed 42)
+short=${STUDY_TOKENS:+--limit ${STUDY_PROMPTS:-2}}  # a rehearsal: a few prompts
+run() {  # run PORT MODEL-ID LABEL OUT ARGS…
+    local port=$1 id=$2 label=$3 out=$4; shift 4
+    timeout -k 20 "$P2" python3 -m servediff run --engine http --base-url "http://127.0.0.1:$port" \
+        --model "$id" --label "$label" --repeat 1 --out "$out" --no-progress "$@" >>"${out%.jsonl}.log" 2>&1
+    say "$label ($(basename "$out")): exit $?"
+}
+if [[ $PHASES == *" gsm8k15 "* ]]; then
+    mkdir -p "$root/gsm8k15"
+    serve stock 18101 "$q15" "${one15[@]}" -fa off --no-cache-prompt
+    serve tuned 18103 "$q15" "${one15[@]}" -fa on -ctk q8_0 -ctv q8_0
+    up 18101 18103
+    run 18101 "$id15" stock "$root/gsm8k15/stock.r1.jsonl" "${gsm[@]}" --top-logprobs 5 & a=$!
+    run 18103 "$id15" tuned "$root/gsm8k15/tuned.r1.jsonl" "${gsm[@]}" --top-logprobs 5 & b=$!
+    wait "$a" "$b"; stop_all; pids=(); pack gsm8k15
+fi
+if [[ $PHASES == *" load05 "* ]]; then
+    mkdir -p "$root/load05"
+    serve np32 18111 "$q05" "${one05[@]}" -np 32 -fa off --no-cache-prompt
+    up 18111
+    run 18111 "$id05" np32-c1 "$root/load05/np32-c1.jsonl" "${gsm[@]}" --concurrency 1
+    run 18111 "$id05" np32-c32 "$root/load05/np32-c32.jsonl" "${gsm[@]}" --concurrency 32
+    stop_all; pids=(); pack load05
+fi
+if [[ $PHASES == *" knobs05 "* ]]; then
+    mkdir -p "$root/knobs05"
+    serve stock05 18112 "$q05" "${one05[@]}" -np 1 -fa off --no-cache-prompt
+    serve fa05 18113 "$q05" "${one05[@]}" -np 1 -fa on --no-cache-prompt
+    serve cache05 18114 "$q05" "${one05[@]}" -np 1 -fa off
+    up 18112 18113 18114
+    runs=()  # (a plain `wait` would wait for the servers too)
+    for pair in "18112 stock" "18113 fa" "18114 prompt-cache"; do
+        set -- $pair
+        ( run "$1" "$id05" "$2" "$root/knobs05/$2.prompts.jsonl" --suite prompts --max-tokens "${STUDY_TOKENS:-300}" \
+              --seed 42 --top-logprobs 5 $short
+          run "$1" "$id05" "$2" "$root/knobs05/$2.shared-prefix.jsonl" --suite shared-prefix \
+              --max-tokens "${STUDY_TOKENS:-128}" --seed 42 --top-logprobs 5 $short ) & runs+=($!)
+    done
+    wait "${runs[@]}"; stop_all; pids=(); pack knobs05
+fi
+touch "$root/done"
+say "done"
