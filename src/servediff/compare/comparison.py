@@ -99,7 +99,8 @@ class Comparison:
     b_repeat: int
     identical: int
     total: int
-    errors: int
+    errors: int  # left out: an engine error or no answer yet on either side
+    missing: int  # of errors: one side has not answered the item yet (an interrupted run)
     # controls: "deterministic", "NOT deterministic", "nothing to compare"; sampled runs:
     # "seeds honoured", "seeds NOT honoured"
     verdict: ControlVerdict | None
@@ -143,6 +144,7 @@ def comparison(p: PairResult, options: ReportOptions) -> Comparison:
         identical=p.identical,
         total=p.total,
         errors=p.errors,
+        missing=p.missing,
         verdict=control_verdict(p) if p.kind == "control" else None,
         threshold=options.near_tie,
         divergences=views,

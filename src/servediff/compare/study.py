@@ -38,13 +38,17 @@ class PairResult:
     kind: Kind  # "control" (repeat of one configuration) or "pair"
     identical: int
     total: int  # items compared: present and error-free in both runs
-    errors: int  # items left out because either side failed
+    errors: int  # items left out: either side failed, or has no answer for the item yet
     divergences: tuple[Divergence, ...]
     a_run: Run
     b_run: Run
     # Items left out because nothing says the two sides should agree: shadow traffic sampled
     # without a seed. Counted, never compared.
     noncomparable: int = 0
+    # Of ``errors``: items one side has not answered at all (a run stopped before it reached
+    # them: re-running finishes it). Said apart from engine errors so neither is mistaken for
+    # the other.
+    missing: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +78,12 @@ class Study:
 
 def compare_runs(a: Run, b: Run, kind: Kind) -> PairResult:
     divergences: list[Divergence] = []
-    identical = total = errors = noncomparable = 0
+    identical = total = errors = noncomparable = missing = 0
     for item_id in a.header.suite.item_ids:
         ia, ib = a.items.get(item_id), b.items.get(item_id)
         if ia is None or ib is None or ia.error or ib.error:
             errors += 1
+            missing += ia is None or ib is None
             continue
         if ia.metadata.get("comparable") is False:
             noncomparable += 1
@@ -101,6 +106,7 @@ def compare_runs(a: Run, b: Run, kind: Kind) -> PairResult:
         a_run=a,
         b_run=b,
         noncomparable=noncomparable,
+        missing=missing,
     )
 
 

@@ -375,6 +375,11 @@ class Report:
         return sum(c.errors for c in self.comparisons)
 
     @property
+    def missing_left_out(self) -> int:
+        """Of errors_left_out: items a run has not reached yet, not engine errors."""
+        return sum(c.missing for c in self.comparisons)
+
+    @property
     def gapped(self) -> int:
         """Divergences between configurations with A's gap known (the gap histogram's count)."""
         return sum(1 for c in self.pairs for d in c.divergences if d.a is not None and d.a.gap is not None)

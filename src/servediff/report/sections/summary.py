@@ -23,16 +23,21 @@ def blocks(r: Report) -> tuple[Block, ...]:
     items += [Item(_pair(c)) for c in r.pairs]
     items += [Item(_scored(q)) for q in (r.quality.pairs if r.quality else ()) if q.kind == "pair"]
     if r.errors_left_out:
-        items.append(
-            Item(
-                spans(
-                    f"{r.errors_left_out} item comparison(s) left out because a run recorded an engine error."
-                )
-            )
-        )
+        items.append(Item(spans(_left_out(r.errors_left_out, r.missing_left_out))))
     if items:
         out.append(Bullets(tuple(items)))
     return tuple(out)
+
+
+def _left_out(total: int, missing: int) -> str:
+    """Why item comparisons were left out: an engine error is not a run that stopped early."""
+    errors = total - missing
+    if not missing:
+        return f"{total} item comparison(s) left out because a run recorded an engine error."
+    why = f"{missing} not yet answered by one run (it stopped before them: run it again to finish)"
+    if errors:
+        why += f", {errors} because a run recorded an engine error"
+    return f"{total} item comparison(s) left out: {why}."
 
 
 def _flag(c: Claim) -> Spans:
