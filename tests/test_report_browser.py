@@ -78,7 +78,7 @@ def test_report_in_chromium(tmp_path: Path) -> None:
             assert box is not None and box["width"] > 300 and box["height"] > 100, plot_id
         assert page.locator("figure[id^='plot-matrix-'] svg").count() == 1
         assert page.locator("figure[id^='plot-subjects-'] svg").count() == len(study.pairs)
-        assert page.locator("table.changed tbody tr").count() >= 1
+        assert page.locator("h3#changed + table tbody tr").count() >= 1
         page.screenshot(path=str(screenshot), full_page=True)
         browser.close()
     assert [u for u in requests if not u.startswith(("file:", "data:"))] == []

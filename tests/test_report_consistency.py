@@ -17,6 +17,7 @@ from servediff.compare.mechanism import Precision
 from servediff.compare.speed import Interval, Load
 from servediff.report import fmt, render, wording
 from servediff.report.assembly import build
+from servediff.report.sections import speed as speed_section
 from tests.report_fixtures import write_study
 
 GPU_STUDY = Path(__file__).resolve().parents[1] / "docs" / "gpu-h200" / "study-full.tar.gz"
@@ -110,7 +111,7 @@ def speed_phrases(summary: dict[str, Any]) -> list[str]:
         elif s["speedup"]:
             x = s["speedup"]
             out.append(
-                f"{fmt.speedup(x['value'])} ({wording.direction(Interval(**x))}) "
+                f"{fmt.speedup(x['value'])} ({speed_section.direction(Interval(**x))}) "
                 f"[{fmt.speedup(x['low'])}, {fmt.speedup(x['high'])}] vs {s['reference']}"
             )
     for v in summary["verdicts"]:  # the verdict table's row

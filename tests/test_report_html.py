@@ -11,10 +11,10 @@ from scipy.stats import gamma
 
 from servediff.cli import main
 from servediff.compare import hazard as hz
-from servediff.report import render
+from servediff.compare.loader import ReportOptions, load
+from servediff.report import figures, render
 from servediff.report.assembly import build
 from servediff.report.model import Report
-from servediff.report.options import ReportOptions, load
 from tests.helpers.records import Line, write_run
 from tests.report_fixtures import SCRIPT, write_study
 
@@ -131,6 +131,7 @@ def test_html_report_draws_a_perfect_or_a_zero_score(n: int, right: bool, tmp_pa
 
 def test_a_figure_that_fails_is_a_note_in_the_page_not_the_end_of_the_report() -> None:
     # No curves at all: matplotlib's figure code raises (max() of nothing) where it would draw.
-    note = render.svg_figures.survival_svg([])
-    assert note.startswith('<p class="muted figure-failed">Figure not drawn (ValueError: ')
-    assert "<svg" not in note
+    # Every section draws through figures.drawn (and the template's figures through svg_figures).
+    for note in (figures.drawn(figures.survival_svg, []), render.svg_figures.survival_svg([])):
+        assert note.startswith('<p class="muted figure-failed">Figure not drawn (ValueError: ')
+        assert "<svg" not in note

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from servediff.compare.loader import load
 from servediff.report import render
 from servediff.report.assembly import build
-from servediff.report.options import load
 from tests.helpers.records import Line, write_run
 
 BREAKOUT = "x`<img src=x onerror=alert(9)>`y|z"

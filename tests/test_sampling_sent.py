@@ -9,6 +9,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from servediff.cli import main
 from servediff.engines.knobs import default_model_path
 from servediff.engines.server_sampling import sampling_body, sampling_defaults
-from servediff.record import read_run
+from servediff.record import SamplingInfo, read_run
 from servediff.suites.prompts import PROMPTS
 from servediff.types import SamplingParams
 from tests.conftest import LlamaServer, free_port
@@ -36,6 +37,15 @@ def test_each_profile_is_sent_the_fields_it_understands() -> None:
     # an OpenAI-strict server is sent OpenAI's own fields only
     assert set(sampling_body("generic", greedy)) == {"top_p", "presence_penalty", "frequency_penalty"}
     assert sampling_body("vllm", SamplingParams(temperature=0.7, top_k=20))["top_k"] == 20
+
+
+def test_the_record_holds_every_sampling_field_sent_with_its_value() -> None:
+    # The record's type is the request's, read back: one field list, no field copied by hand.
+    sent = SamplingParams(temperature=0.7, seed=3, top_p=0.9, top_k=20, repeat_penalty=1.1, min_p=0.05,
+                          presence_penalty=0.5, frequency_penalty=0.25, samples=4, max_tokens=9,
+                          top_logprobs=2, enable_thinking=False)  # fmt: skip
+    assert set(SamplingInfo.model_fields) == {f.name for f in fields(SamplingParams)}
+    assert SamplingInfo(**asdict(sent)).model_dump() == asdict(sent)
 
 
 def test_llama_server_defaults_are_read_from_props() -> None:

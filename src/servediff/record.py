@@ -24,7 +24,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
@@ -67,6 +67,10 @@ class SuiteInfo(_Model):
 
 
 class SamplingInfo(_Model):
+    """``types.SamplingParams`` as a run header records it: the same fields (what every request
+    was sent with), read back from a file, where a record from an import or an older version may
+    not know some of them. The report and compare read this type; it has no other copy."""
+
     # None: not recorded (an imported log that sent none, so the server's default applied).
     # Unknown is not greedy: compare refuses such a run unless forced.
     temperature: float | None
@@ -235,20 +239,7 @@ def make_header(
         label=label,
         repeat=repeat,
         engine=engine,
-        sampling=SamplingInfo(
-            temperature=sampling.temperature,
-            seed=sampling.seed,
-            max_tokens=sampling.max_tokens,
-            top_logprobs=sampling.top_logprobs,
-            enable_thinking=sampling.enable_thinking,
-            top_p=sampling.top_p,
-            top_k=sampling.top_k,
-            samples=sampling.samples,
-            repeat_penalty=sampling.repeat_penalty,
-            min_p=sampling.min_p,
-            presence_penalty=sampling.presence_penalty,
-            frequency_penalty=sampling.frequency_penalty,
-        ),
+        sampling=SamplingInfo(**asdict(sampling)),
         suite=suite,
         concurrency=concurrency,
         environment=environment(),

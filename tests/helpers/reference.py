@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from servediff.compare.loader import load
 from servediff.compare.study import pairs_with
 from servediff.report import render
 from servediff.report.assembly import build
-from servediff.report.options import load  # (the old name works on the code the summaries came from)
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "tests" / "data" / "reference"

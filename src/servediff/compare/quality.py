@@ -5,6 +5,8 @@
 Each item line of a scored run carries the extracted answer, the gold answer and ``correct``.
 Items that errored (or are missing) are excluded from accuracy and counted separately: an
 engine failure is not a wrong answer. A pair is compared on the items scored in both runs.
+Beside the numbers: which runs are not above chance, every item that changed correctness
+between two configurations, and per subject how often they gave the same answer.
 """
 
 from __future__ import annotations
@@ -65,10 +67,53 @@ class PairQuality:
 
 
 @dataclass(frozen=True, slots=True)
+class Changed:
+    """A scored item right under one configuration and wrong under the other."""
+
+    suite: str
+    a: str
+    b: str
+    item_id: str
+    subject: str | None
+    gold: str | None
+    a_answer: str | None
+    b_answer: str | None
+    a_correct: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectAgreement:
+    subject: str
+    n: int
+    same_answer: int
+    a_correct: int
+    b_correct: int
+
+    @property
+    def same_share(self) -> float:
+        """Share of the subject's items where A and B extracted the same answer (n ≥ 1 always)."""
+        return self.same_answer / self.n
+
+
+@dataclass(frozen=True, slots=True)
+class Subjects:
+    suite: str
+    a: str
+    b: str
+    rows: tuple[SubjectAgreement, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Quality:
     accuracies: tuple[Accuracy, ...]
-    pairs: tuple[PairQuality, ...]
+    pairs: tuple[PairQuality, ...]  # controls and pairs of scored runs
     margin: float
+    chance: tuple[tuple[str, str, float], ...] = ()  # (label, suite, chance): not above chance
+    changed: tuple[Changed, ...] = ()  # over the pairs (not the controls)
+    subjects: tuple[Subjects, ...] = ()
+
+
+CHANCE = {"mmlu": 0.25}  # four options
 
 
 def is_scored(run: Run) -> bool:
@@ -177,6 +222,42 @@ def compare_scored(p: PairResult, margin: float) -> PairQuality:
     )
 
 
+def changed(p: PairResult) -> list[Changed]:
+    """The items scored under both runs of a pair whose correctness differs, in suite order."""
+    sa, sb = scored_items(p.a_run), scored_items(p.b_run)
+    return [
+        Changed(
+            p.suite, p.a, p.b, i, subject(sa[i]), sa[i].gold, sa[i].answer, sb[i].answer, bool(sa[i].correct)
+        )
+        for i in p.a_run.header.suite.item_ids
+        if i in sa and i in sb and sa[i].correct != sb[i].correct
+    ]
+
+
+def subject_agreement(p: PairResult) -> tuple[SubjectAgreement, ...]:
+    """Per subject: how often A and B gave the same extracted answer (items scored under both)."""
+    sa, sb = scored_items(p.a_run), scored_items(p.b_run)
+    rows: dict[str, list[int]] = {}
+    for i in p.a_run.header.suite.item_ids:
+        if i not in sa or i not in sb or (name := subject(sa[i])) is None:
+            continue
+        r = rows.setdefault(name, [0, 0, 0, 0])
+        r[0] += 1
+        r[1] += sa[i].answer is not None and sa[i].answer == sb[i].answer  # two failures do not agree
+        r[2] += bool(sa[i].correct)
+        r[3] += bool(sb[i].correct)
+    return tuple(SubjectAgreement(name, *r) for name, r in sorted(rows.items()))
+
+
+def not_above_chance(accuracies: Iterable[Accuracy]) -> tuple[tuple[str, str, float], ...]:
+    """(label, suite, chance) of each run whose Wilson 95 % interval reaches its suite's chance."""
+    return tuple(
+        (a.label, a.suite, CHANCE[a.suite])
+        for a in accuracies
+        if a.suite in CHANCE and a.n and a.ci.low <= CHANCE[a.suite]
+    )
+
+
 def quality(study: Study, margin: float) -> Quality:
     """Accuracy of every scored run, and every control and pair of scored runs.
 
@@ -184,8 +265,13 @@ def quality(study: Study, margin: float) -> Quality:
     """
     runs = [r for c in study.configurations for r in c.runs if is_scored(r)]
     pairs = [p for p in [*study.controls, *study.pairs] if is_scored(p.a_run) and is_scored(p.b_run)]
+    accuracies = tuple(accuracy(r) for r in runs)
+    scored = [p for p in study.pairs if is_scored(p.a_run) and is_scored(p.b_run)]
     return Quality(
-        accuracies=tuple(accuracy(r) for r in runs),
+        accuracies=accuracies,
         pairs=tuple(compare_scored(p, margin) for p in pairs),
         margin=margin,
+        chance=not_above_chance(accuracies),
+        changed=tuple(c for p in scored for c in changed(p)),
+        subjects=tuple(Subjects(p.suite, p.a, p.b, rows) for p in scored if (rows := subject_agreement(p))),
     )

@@ -21,13 +21,14 @@ so the loop ends. Re-running ``--bisect`` resumes: finished runs are read, not m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servediff.compare.factor_table import FactorTable
 from servediff.experiment.conductor import Outcome, run_experiment
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import Experiment, load_experiment
-from servediff.report.model import Report
 
 FactorSet = tuple[str, ...]
 
@@ -43,19 +44,20 @@ class Bisection:
     unsettled: int = 0  # still an upper bound (a combination could not run)
 
 
-def unsettled_sets(report: Report | None) -> list[FactorSet]:
-    """The combinations that would settle the report's unsettled items, in item order."""
-    if report is None:
-        return []
-    found = [s for a in report.attribution for i in a.items if not i.established for s in i.untried]
+def attribution(outcome: Outcome) -> tuple[FactorTable, ...]:
+    """The attribution the outcome's analysis holds, one table per suite (none: no analysis)."""
+    return outcome.model.attribution if outcome.model is not None else ()
+
+
+def unsettled_sets(tables: Sequence[FactorTable]) -> list[FactorSet]:
+    """The combinations that would settle the unsettled items, in item order."""
+    found = [s for a in tables for i in a.items if not i.established for s in i.untried]
     return list(dict.fromkeys(found))
 
 
-def counts(report: Report | None) -> tuple[int, int]:
-    """(settled, upper bound) diverging items over every suite of the report."""
-    items = [i for a in report.attribution for i in a.items] if report is not None else []
-    settled = sum(1 for i in items if i.established)
-    return settled, len(items) - settled
+def counts(tables: Sequence[FactorTable]) -> tuple[int, int]:
+    """(settled, upper bound) diverging items over every suite."""
+    return sum(a.settled for a in tables), sum(a.upper_bounds for a in tables)
 
 
 def bisect(path: Path, output: Path | None = None, progress: bool = True) -> Bisection:
@@ -66,7 +68,7 @@ def bisect(path: Path, output: Path | None = None, progress: bool = True) -> Bis
     result = Bisection(run_experiment(exp, progress=progress))
     asked: set[FactorSet] = set(exp.design.combinations())
     while True:
-        todo = [s for s in unsettled_sets(result.outcome.model) if s not in asked]
+        todo = [s for s in unsettled_sets(attribution(result.outcome)) if s not in asked]
         if not todo:
             break
         asked.update(todo)
@@ -74,7 +76,7 @@ def bisect(path: Path, output: Path | None = None, progress: bool = True) -> Bis
         exp = _with(path, output, exp, tuple(result.added))
         result.outcome = run_experiment(exp, progress=progress)
         result.rounds += 1
-    result.settled, result.unsettled = counts(result.outcome.model)
+    result.settled, result.unsettled = counts(attribution(result.outcome))
     return result
 
 

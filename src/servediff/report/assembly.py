@@ -15,35 +15,32 @@ from collections.abc import Sequence
 from typing import Any
 
 from servediff.compare import filenames
-from servediff.compare import quality as q
 from servediff.compare.comparison import comparison
-from servediff.compare.kl_runs import is_scoring
+from servediff.compare.factor_table import factor_tables
+from servediff.compare.kl_runs import is_scoring, kl_rows, without_scoring_pairs
 from servediff.compare.load import load_sweeps
 from servediff.compare.loader import ReportOptions
-from servediff.compare.quality import subject
+from servediff.compare.quality import quality
 from servediff.compare.runs import run_rows
 from servediff.compare.sampled import sampled
 from servediff.compare.shadow import segments
-from servediff.compare.study import Configuration, PairResult, Study
+from servediff.compare.speed_table import speed_rows
+from servediff.compare.study import Configuration, Study
 from servediff.compare.sweep import sweeps
+from servediff.compare.verdicts import verdicts
 from servediff.record import Run
 from servediff.redaction import redact_argv
-from servediff.report import attribution_view, cluster_view, experiment_view, kl_view, speed_view
+from servediff.report import cluster_view, experiment_view
 from servediff.report.model import (
     SCHEMA_VERSION,
-    Changed,
+    Claim,
     Engine,
     Matrix,
-    QualityView,
     Report,
-    Sampling,
-    SubjectAgreement,
-    Subjects,
     SuiteMethod,
     Tool,
 )
 
-CHANCE = {"mmlu": 0.25}  # four options
 # A model whose name says it was tuned for chat answers raw prompts as text to continue.
 CHAT_MODEL = re.compile(r"instruct|chat|-it\b|\bit\b", re.IGNORECASE)
 
@@ -64,9 +61,10 @@ LIMITATIONS = (
 def build(study: Study, options: ReportOptions) -> Report:
     # Scoring runs hold the same fixed text on both sides: their pairs are the KL section's only,
     # never identity rows or verdicts ("20/20 identical" of a fixed text would mean nothing).
-    kl = kl_view.rows(study)
-    study = kl_view.without_scoring_pairs(study)
-    quality_ = quality(study, options.margin)
+    kl = kl_rows(study)
+    study = without_scoring_pairs(study)
+    scored = quality(study, options.margin)
+    quality_ = scored if scored.accuracies else None
     claims = experiment_view.claims(study)
     return Report(
         schema_version=SCHEMA_VERSION,
@@ -84,10 +82,10 @@ def build(study: Study, options: ReportOptions) -> Report:
         claims=claims,
         sweeps=sweeps(study),
         limitations=LIMITATIONS,
-        speed=speed_view.views(study, options.warmup),
-        verdicts=speed_view.verdicts(study, options.warmup, quality_, claims),
+        speed=speed_rows(study, options.warmup),
+        verdicts=verdicts(study, options.warmup, quality_.pairs if quality_ else (), verification(claims)),
         warmup=options.warmup,
-        attribution=attribution_view.attribution(study, options.margin),
+        attribution=factor_tables(study, options.margin),
         kl=kl,
         sampled=sampled(study, options.margin),
         placements=cluster_view.placements(study),
@@ -97,6 +95,15 @@ def build(study: Study, options: ReportOptions) -> Report:
         load=load_sweeps(study, options.warmup, options.margin, options.near_tie),
         shadow=segments(study),
     )
+
+
+def verification(claims: Sequence[Claim]) -> dict[str, str]:
+    """label → what its checks found ("flash_attn ENGAGED, …"), each finding once, for the verdicts."""
+    said: dict[str, dict[str, None]] = {}
+    for c in claims:
+        if c.claim is not None:
+            said.setdefault(c.label, {})[f"{c.claim} {c.status}"] = None
+    return {label: ", ".join(found) for label, found in said.items()}
 
 
 # --- method -----------------------------------------------------------------------------------
@@ -195,7 +202,6 @@ def imported_origin(label: str, source: dict[str, Any], engine: dict[str, Any]) 
 def suite_method(study: Study, suite: str) -> SuiteMethod:
     configs = [c for c in study.configurations if c.suite == suite]
     h = configs[0].runs[0].header
-    s = h.sampling
     return SuiteMethod(
         name=suite,
         version=h.suite.version,
@@ -203,7 +209,7 @@ def suite_method(study: Study, suite: str) -> SuiteMethod:
         items=len(h.suite.item_ids),
         content_sha256=h.suite.content_sha256,
         data_sha256=h.suite.data_sha256,
-        sampling=Sampling(**s.model_dump()),  # temperature and seed may be unrecorded (an import)
+        sampling=h.sampling,  # temperature and seed may be unrecorded (an import)
         concurrency=h.concurrency,
         prompt_form=prompt_form(configs[0].runs[0]),
         runs=tuple((c.label, len(c.runs)) for c in configs),
@@ -229,54 +235,6 @@ def tool(run: Run) -> Tool:
     h = run.header
     env = h.environment
     return Tool(h.tool_version, h.git_revision, str(env.get("python")), str(env.get("platform")), h.created)
-
-
-# --- quality ----------------------------------------------------------------------------------
-def changed(p: PairResult) -> list[Changed]:
-    sa, sb = q.scored_items(p.a_run), q.scored_items(p.b_run)
-    return [
-        Changed(
-            p.suite, p.a, p.b, i, subject(sa[i]), sa[i].gold, sa[i].answer, sb[i].answer, bool(sa[i].correct)
-        )
-        for i in p.a_run.header.suite.item_ids
-        if i in sa and i in sb and sa[i].correct != sb[i].correct
-    ]
-
-
-def subject_agreement(p: PairResult) -> tuple[SubjectAgreement, ...]:
-    """Per subject: how often A and B gave the same extracted answer (items scored under both)."""
-    sa, sb = q.scored_items(p.a_run), q.scored_items(p.b_run)
-    rows: dict[str, list[int]] = {}
-    for i in p.a_run.header.suite.item_ids:
-        if i not in sa or i not in sb or (name := subject(sa[i])) is None:
-            continue
-        r = rows.setdefault(name, [0, 0, 0, 0])
-        r[0] += 1
-        r[1] += sa[i].answer is not None and sa[i].answer == sb[i].answer  # two failures do not agree
-        r[2] += bool(sa[i].correct)
-        r[3] += bool(sb[i].correct)
-    return tuple(SubjectAgreement(name, *r) for name, r in sorted(rows.items()))
-
-
-def quality(study: Study, margin: float) -> QualityView | None:
-    found = q.quality(study, margin)
-    if not found.accuracies:
-        return None
-    chance = tuple(
-        (a.label, a.suite, CHANCE[a.suite])
-        for a in found.accuracies
-        if a.suite in CHANCE and a.n and a.ci.low <= CHANCE[a.suite]  # a.ci: the Wilson 95 % interval
-    )
-    scored = [p for p in study.pairs if q.is_scored(p.a_run) and q.is_scored(p.b_run)]
-    subjects = tuple(Subjects(p.suite, p.a, p.b, rows) for p in scored if (rows := subject_agreement(p)))
-    return QualityView(
-        margin=margin,
-        accuracies=found.accuracies,
-        pairs=found.pairs,
-        chance=chance,
-        changed=tuple(c for p in scored for c in changed(p)),
-        subjects=subjects,
-    )
 
 
 def matrices(study: Study, minimum: int = 3) -> tuple[Matrix, ...]:

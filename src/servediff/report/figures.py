@@ -12,20 +12,26 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import ParamSpec
 
 import numpy as np
+from markupsafe import escape
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from servediff.compare.comparison import Comparison
+from servediff.compare.kl_runs import KlRow
 from servediff.compare.load import LoadSweep
-from servediff.compare.quality import Accuracy
+from servediff.compare.quality import Accuracy, Subjects
 from servediff.compare.sampled import SampledPair
-from servediff.report.model import KlRow, Matrix, SpeedView, Subjects, Verdict
+from servediff.compare.speed_table import SpeedRow
+from servediff.compare.verdicts import Verdict
+from servediff.report.model import Matrix
 from servediff.report.xmltext import xml_text
 
+P = ParamSpec("P")
 WIDTH = 7.0  # inches; the page scales the SVG to its column
 CLASS_COLORS = {"near-tie flip": "#66bb6a", "rank change": "#ffa726", "unexplained": "#ef5350"}
 
@@ -34,6 +40,19 @@ def plain(text: str) -> str:
     """A label matplotlib draws literally: no mathtext (``$…$``), and nothing the SVG, which is
     XML, cannot hold (``xml_text``)."""
     return xml_text(text).replace("$", r"\$")
+
+
+def drawn(draw: Callable[P, str], *args: P.args, **kwargs: P.kwargs) -> str:
+    """The figure's SVG, or a note where it would have been if the plotting library fails: a plot
+    only shows numbers the tables beside it already give, so it must never cost the reader the
+    report (matplotlib once refused an error bar 1e-16 below zero and `report --html` exited
+    with nothing written)."""
+    try:
+        return draw(*args, **kwargs)
+    except Exception as exc:  # any failure of the plotting library: see the docstring
+        why = f"{type(exc).__name__}: {str(exc)[:300]}"
+        note = f"Figure not drawn ({escape(why)}); the numbers are in the tables."
+        return f'<p class="muted figure-failed">{note}</p>'
 
 
 def error_bars(values: Sequence[float], lows: Sequence[float], highs: Sequence[float]) -> list[list[float]]:
@@ -148,7 +167,7 @@ def subject_agreement_svg(s: Subjects) -> str:
     fig = Figure(figsize=(WIDTH, 0.9 + 0.22 * len(rows)))
     ax = fig.subplots()
     y = np.arange(len(rows))[::-1]
-    ax.barh(y, [r.same_answer / r.n for r in rows], color="C2", alpha=0.8)
+    ax.barh(y, [r.same_share for r in rows], color="C2", alpha=0.8)
     ax.set_yticks(y, [plain(f"{r.subject} ({r.n})") for r in rows], fontsize=7)
     ax.set_xlim(0, 1)
     ax.set_xlabel("share of items with the same extracted answer")
@@ -214,11 +233,11 @@ def speed_quality_svg(verdicts: Sequence[Verdict]) -> str:
     return to_svg(fig, "speed-quality")
 
 
-def throughput_svg(levels: Sequence[SpeedView]) -> str:
+def throughput_svg(levels: Sequence[SpeedRow]) -> str:
     """Output tokens/s against concurrency, one line per load sweep, with 95 % intervals."""
     fig = Figure(figsize=(WIDTH, 3.4))
     ax = fig.subplots()
-    sweeps: dict[str, list[SpeedView]] = {}
+    sweeps: dict[str, list[SpeedRow]] = {}
     for s in levels:
         sweeps.setdefault(f"{s.sweep} ({s.suite})", []).append(s)
     for n, (name, rows) in enumerate(sweeps.items()):

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from servediff.compare.comparison import Side
 from servediff.compare.sampled import Estimate
+from servediff.compare.speed import Interval
 
 
 def ratio(k: int, n: int) -> str:
@@ -109,6 +110,11 @@ def kld(x: float | None) -> str:
     if x is None or math.isnan(x):
         return "n/a"
     return "0" if x == 0 else f"{x:.3g}"
+
+
+def interval(x: Interval | None, f: Callable[[float], str]) -> str:
+    """An estimate with its interval, each in the format ``f``: 512 [498, 530]."""
+    return "n/a" if x is None else f"{f(x.value)} [{f(x.low)}, {f(x.high)}]"
 
 
 def estimate(e: Estimate | None) -> str:

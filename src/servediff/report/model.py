@@ -4,9 +4,9 @@
 
 ``build`` turns the records (grouped into a Study) and the report options into a frozen
 ``Report``. ``report.md``, ``report.html``, ``summary.json`` render it and compute nothing:
-the Markdown and HTML templates only format, with the shared formats of ``report.fmt``, and
+the sections (``report.sections``) lay it out with the shared formats of ``report.fmt``, and
 ``summary.json`` is the model's own serialisation (``report.render.summary``). A new kind of
-evidence is a new field here first, then a block in each template.
+evidence is a compare/ dataclass held by a field here, then one section file.
 """
 
 from __future__ import annotations
@@ -14,15 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servediff.compare.comparison import Comparison
-from servediff.compare.hazard import HazardView
+from servediff.compare.factor_table import FactorTable
+from servediff.compare.kl_runs import KlRow
 from servediff.compare.load import LoadSweep
-from servediff.compare.quality import Accuracy, PairQuality
+from servediff.compare.quality import Quality
 from servediff.compare.runs import RunRow
 from servediff.compare.sampled import Sampled
 from servediff.compare.shadow import ShadowSegment
-from servediff.compare.speed import Interval, Load
+from servediff.compare.speed_table import SpeedRow
 from servediff.compare.sweep import Sweep
-from servediff.compare.vocabulary import DesignKind, Kind, QualityVerdict
+from servediff.compare.verdicts import Verdict
+from servediff.record import SamplingInfo
 
 SCHEMA_VERSION = 1
 
@@ -44,23 +46,6 @@ class Engine:
 
 
 @dataclass(frozen=True, slots=True)
-class Sampling:
-    temperature: float | None  # None: not recorded (an import)
-    seed: int | None
-    max_tokens: int
-    top_logprobs: int
-    enable_thinking: bool | None
-    top_p: float = 1.0
-    top_k: int = 0
-    samples: int = 1  # draws per item (sampled runs)
-    # None: not sent (a record from before they were), so the server applied its own default
-    repeat_penalty: float | None = None
-    min_p: float | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class SuiteMethod:
     name: str
     version: str
@@ -68,7 +53,7 @@ class SuiteMethod:
     items: int
     content_sha256: str
     data_sha256: str
-    sampling: Sampling
+    sampling: SamplingInfo  # as the run header records it
     concurrency: int
     prompt_form: str  # "chat messages", "raw prompt" or "prompt with the chat template applied"
     runs: tuple[tuple[str, int], ...]  # (label, repeats)
@@ -81,48 +66,6 @@ class Tool:
     python: str
     platform: str
     created: str
-
-
-@dataclass(frozen=True, slots=True)
-class Changed:
-    """A scored item right under one configuration and wrong under the other."""
-
-    suite: str
-    a: str
-    b: str
-    item_id: str
-    subject: str | None
-    gold: str | None
-    a_answer: str | None
-    b_answer: str | None
-    a_correct: bool
-
-
-@dataclass(frozen=True, slots=True)
-class SubjectAgreement:
-    subject: str
-    n: int
-    same_answer: int
-    a_correct: int
-    b_correct: int
-
-
-@dataclass(frozen=True, slots=True)
-class Subjects:
-    suite: str
-    a: str
-    b: str
-    rows: tuple[SubjectAgreement, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class QualityView:
-    margin: float
-    accuracies: tuple[Accuracy, ...]
-    pairs: tuple[PairQuality, ...]  # controls and pairs of scored runs
-    chance: tuple[tuple[str, str, float], ...]  # (label, suite, chance): not above chance
-    changed: tuple[Changed, ...]  # over the pairs (not the controls)
-    subjects: tuple[Subjects, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,143 +108,6 @@ class ClaimGroup:
     runs: tuple[tuple[str, int], ...]  # (suite, repeat) of every run the row holds for
 
 
-# --- speed (what the tuning bought) -------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class SpeedView:
-    """One configuration's speed on one suite, warm-up and errored items left out and counted."""
-
-    suite: str
-    label: str
-    sweep: str | None  # the load sweep this level belongs to (its base label), None: not a sweep
-    concurrency: int
-    runs: int
-    items: int  # items the numbers are made of (over all repeats)
-    warmup: int  # left out as warm-up
-    errors: int  # left out: the engine failed
-    in_flight: float | None  # mean requests in flight (Σ latency / wall)
-    tokens_per_s: Interval | None  # output tokens/s (None: no timestamps at concurrency > 1)
-    requests_per_s: Interval | None
-    latency: tuple[Interval, ...]  # p50, p90, p99 in seconds
-    ttft: tuple[Interval, ...]  # p50, p90, p99 time to first token (empty: not measured)
-    itl: Interval | None  # mean inter-token latency (seconds)
-    engine_tokens_per_s: float | None  # the engine's own decode rate, where it reported one
-    reference: str | None  # the configuration the speedup is against (None: this is it)
-    speedup: Interval | None
-    load: Load | None = None  # the machine's load under both (None: this is the reference)
-
-
-@dataclass(frozen=True, slots=True)
-class QualityDelta:
-    suite: str
-    delta: float
-    low: float
-    high: float
-    verdict: QualityVerdict
-    margin: float
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """The one line per configuration: speed, identity, quality, verification."""
-
-    label: str
-    reference: str | None  # None: the reference configuration itself
-    concurrency: int
-    speedup: Interval | None  # output tokens/s against the reference, over every suite's items
-    tokens_per_s: Interval | None  # this configuration's own rate, over every suite's items
-    identity: tuple[tuple[str, int, int], ...]  # (suite, identical, compared): against the reference
-    control: tuple[tuple[str, int, int], ...]  # (suite, identical, compared): against its repeat
-    quality: tuple[QualityDelta, ...]
-    verification: str | None  # None: nothing was checked
-    load: Load | None = None  # the machine's load under it and the reference (None: reference)
-
-
-# -----------------------------------------------------------------------------------------------
-# --- factors: which change did it (experiments with a factor design) ----------------------------
-@dataclass(frozen=True, slots=True)
-class FactorCell:
-    """One combination of factors against the control, on one suite."""
-
-    label: str
-    on: tuple[str, ...]
-    identical: int
-    total: int
-    errors: int
-    hazard: HazardView | None
-    quality: PairQuality | None  # scored suites: the combination minus the control
-    prompt_tokens: int
-    cached_tokens: int | None  # prompt tokens reused from the KV cache (None: not recorded)
-
-
-@dataclass(frozen=True, slots=True)
-class FactorRow:
-    factor: str
-    alone: FactorCell | None
-    without: FactorCell | None  # every factor but this one
-    prevents: int | None  # items diverging with all factors that do not without this one
-    diverging_with_all: int | None
-    sole: tuple[str, ...]  # items this factor alone is established to cause
-
-
-@dataclass(frozen=True, slots=True)
-class ItemCauseView:
-    item_id: str
-    diverges_under: tuple[str, ...]
-    smallest: tuple[tuple[str, ...], ...]
-    established: bool
-    untried: tuple[tuple[str, ...], ...]  # factor sets that would settle it; not run
-    masked: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class AttributionView:
-    suite: str
-    design: DesignKind
-    control: str
-    factors: tuple[str, ...]
-    control_deterministic: bool | None
-    cells: tuple[FactorCell, ...]
-    rows: tuple[FactorRow, ...]
-    items: tuple[ItemCauseView, ...]
-    interactions: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]  # (factors, items)
-    missing: tuple[tuple[str, ...], ...]  # combinations the design runs with no record here
-
-
-@dataclass(frozen=True, slots=True)
-class KlRow:
-    """Two scoring runs of the same sequences: the teacher-forced divergence of B from A.
-
-    ``kind`` "control" is a configuration against its own repeat (the noise floor), "pair" two
-    configurations. KL is the top-k + tail value (a lower bound of the full-vocabulary KL);
-    intervals are 95 % bootstraps over sequences. ``checkpoint_*`` name each side's weights.
-    """
-
-    suite: str
-    a: str
-    b: str
-    kind: Kind
-    checkpoint_a: str
-    checkpoint_b: str
-    top_k: int
-    sequences: int
-    positions: int
-    kl_mean: Interval
-    kl_max: float
-    kl_percentiles: tuple[tuple[float, float], ...]  # (percentile, KL), 99.9 down to 0.1
-    same_top1: Interval
-    dp_mean: Interval
-    dp_rms: float
-    ln_ppl_ratio: Interval
-    # Per-position KL as a log-binned histogram (compare.kl.log_histogram): the HTML plot's data.
-    kl_hist_edges: tuple[float, ...] = ()
-    kl_hist_counts: tuple[int, ...] = ()
-
-    @property
-    def predicted_flip_rate(self) -> float:
-        """1 − same-top-1: on an on-policy corpus, how often B's greedy pick would leave A's path."""
-        return 1.0 - self.same_top1.value
-
-
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Where one run of a configuration ran, when a cluster executor placed it."""
@@ -342,16 +148,16 @@ class Report:
     tool: Tool
     controls: tuple[Comparison, ...]  # each configuration against its own repeats
     pairs: tuple[Comparison, ...]  # configurations against each other
-    quality: QualityView | None
+    quality: Quality | None  # None: no scored run
     matrices: tuple[Matrix, ...]
     claims: tuple[Claim, ...]
     sweeps: tuple[Sweep, ...]
     limitations: tuple[str, ...]
     # Speed: per (suite, configuration), and the one-line verdicts that open the Summary.
-    speed: tuple[SpeedView, ...] = ()
+    speed: tuple[SpeedRow, ...] = ()
     verdicts: tuple[Verdict, ...] = ()
     warmup: int = 1  # items per run left out of every speed number
-    attribution: tuple[AttributionView, ...] = ()  # one per suite of a factor design
+    attribution: tuple[FactorTable, ...] = ()  # one per suite of a factor design
     kl: tuple[KlRow, ...] = ()  # teacher-forced divergence of scoring runs (controls first)
     sampled: Sampled | None = None  # pass rates over k draws per item (temperature > 0 runs)
     placements: tuple[Placement, ...] = ()  # runs a cluster executor placed
@@ -394,6 +200,6 @@ class Report:
         return tuple(v for v in self.verdicts if v.speedup is not None and v.quality)
 
     @property
-    def sweep_speed(self) -> tuple[SpeedView, ...]:
+    def sweep_speed(self) -> tuple[SpeedRow, ...]:
         """Load-sweep levels with a throughput (the throughput-vs-concurrency plot)."""
         return tuple(s for s in self.speed if s.sweep is not None and s.tokens_per_s is not None)

@@ -24,6 +24,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
+from pydantic import BaseModel
 
 from servediff.compare.audit import AuditAnalysis
 from servediff.gate.result import GateReport
@@ -99,23 +100,12 @@ def _html_env() -> Environment:
 
 
 class _SvgFigures:
-    """Figures for the HTML template; each SVG is produced by matplotlib, which escapes its text.
-
-    A figure that fails becomes a note where it would have been: a plot only shows numbers the
-    tables beside it already give, so it must never cost the reader the report (matplotlib once
-    refused an error bar 1e-16 below zero and `report --html` exited with nothing written)."""
+    """Figures for the HTML template, each drawn through ``figures.drawn`` (a failure becomes a
+    note in the page, never the end of the report)."""
 
     def __getattr__(self, name: str) -> Any:
         fn = getattr(figures, name)
-
-        def draw(*args: Any, **kwargs: Any) -> Markup:
-            try:
-                return Markup(fn(*args, **kwargs))
-            except Exception as exc:  # any failure of the plotting library: see the class docstring
-                return Markup('<p class="muted figure-failed">Figure not drawn ({}: {}); the numbers are in '
-                              "the tables.</p>").format(type(exc).__name__, str(exc)[:300])  # fmt: skip
-
-        return draw
+        return lambda *args, **kwargs: Markup(figures.drawn(fn, *args, **kwargs))
 
 
 svg_figures = _SvgFigures()
@@ -154,6 +144,8 @@ def _plain(x: Any) -> Any:
                 if value is None or isinstance(value, (bool, int, float, str)):
                     out[name] = _plain(value)
         return out
+    if isinstance(x, BaseModel):  # a record's own type (the sampling of a run header)
+        return _plain(x.model_dump())
     if isinstance(x, float):
         return None if math.isnan(x) or math.isinf(x) else x  # JSON has no NaN
     if isinstance(x, dict):

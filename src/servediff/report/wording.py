@@ -9,22 +9,15 @@ templates; the words and numbers live here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from servediff.compare.comparison import Comparison
-from servediff.compare.quality import PairQuality
 from servediff.compare.sample_size import Sizing, VarianceParts
 from servediff.compare.sampled import Sampled, SampledPair
 from servediff.compare.sampled_divergence import FirstDivergences
-from servediff.compare.speed import Interval, Load
+from servediff.compare.speed import Load
 from servediff.gate.result import GateReport
 from servediff.report import fmt
 from servediff.report.model import (
-    AttributionView,
     Claim,
-    FactorCell,
-    FactorRow,
-    ItemCauseView,
     ReplicaCheck,
 )
 
@@ -68,73 +61,7 @@ def verification_note() -> str:
     )
 
 
-def quality_intro() -> str:
-    return (
-        "Accuracy per configuration. Errored (or not yet run) items are excluded and counted, never scored "
-        "wrong; a reply with no extractable answer is scored wrong and counted."
-    )
-
-
-def chance_note() -> str:
-    return (
-        "this model cannot answer these questions, so the comparison exercises the paired machinery rather "
-        "than measuring a quality difference."
-    )
-
-
-def paired_intro(margin: float) -> str:
-    m = fmt.pp(margin)
-    return (
-        "Paired comparison on the items scored in both runs. b: A right, B wrong; c: A wrong, B right; "
-        "Δ = accuracy(B) − accuracy(A) with Newcombe's paired 95 % CI; verdict: non-inferiority of B at a "
-        f"{m} pp margin; items needed to detect δ = {m} pp at 80 % power, α = 0.05."
-    )
-
-
-def needed(q: PairQuality) -> str:
-    paired = "n/a (ψ < δ)" if q.n_paired is None else fmt.count(q.n_paired)
-    unpaired = "n/a" if q.n_unpaired is None else fmt.count(q.n_unpaired)
-    return f"{paired} / {unpaired}"
-
-
-def pair_sentence(q: PairQuality) -> str:
-    t, m = q.table, fmt.pp(q.margin)
-    text = (
-        f"{q.a} vs {q.b} ({q.suite}): Δ = {fmt.spp(t.delta)} pp, 95 % CI [{fmt.spp(q.delta_ci.low)}, "
-        f"{fmt.spp(q.delta_ci.high)}]; McNemar p = {fmt.pvalue(q.p_mcnemar)} "
-        f"(b = {t.b}, c = {t.c} of {t.n}); at a {m} pp margin: {q.verdict}."
-    )
-    if q.n_paired is not None and q.n_unpaired is not None:
-        text += (
-            f" To detect a {m} pp difference with 80 % power at α = 0.05, the paired design needs "
-            f"{fmt.count(q.n_paired)} items (observed discordance {fmt.pp(t.discordance)} %), an unpaired "
-            f"one {fmt.count(q.n_unpaired)} per configuration."
-        )
-    elif q.n_unpaired is not None:
-        text += (
-            f" Only {fmt.pp(t.discordance)} % of items are discordant, fewer than the {m} pp to detect: at "
-            "this discordance such a difference cannot occur (an unpaired design would need "
-            f"{fmt.count(q.n_unpaired)} items per configuration to look for it)."
-        )
-    return text
-
-
 # --- speed ------------------------------------------------------------------------------------
-def direction(x: Interval | None) -> str:
-    """Plain words for a speedup: only an interval wholly on one side of 1 counts."""
-    if x is None:
-        return ""
-    if x.high < 1:
-        return "slower"
-    if x.low > 1:
-        return "faster"
-    return "no clear difference"
-
-
-def interval(x: Interval, f: Callable[[float], str]) -> str:
-    return f"{f(x.value)} [{f(x.low)}, {f(x.high)}]"
-
-
 def load_note(load: Load, a: str, b: str) -> str:
     """Why a measured speedup gets no interval: the machine, not the configuration, may explain it."""
     why = (
@@ -148,86 +75,6 @@ def load_note(load: Load, a: str, b: str) -> str:
         f"NOT COMPARABLE: {why} (1-min load per usable core {per_core(load.a)} under {a}, "
         f"{per_core(load.b)} under {b}); measure again on a quiet machine"
     )
-
-
-def speed_intro(warmup: int) -> str:
-    first = "none" if warmup == 0 else ("the first item" if warmup == 1 else f"the first {warmup} items")
-    return (
-        "Output tokens/s and requests/s = tokens (requests) ÷ wall time from the first request sent to the "
-        "last answer back; latency is per request, sent to answered. Intervals are 95 % percentile "
-        "bootstraps over items (seeded); the speedup is paired over the items both configurations ran. "
-        f"Warm-up: {first} sent in each run is left out of every number and counted (ReportOptions.warmup)."
-        " TTFT and inter-token latency exist only where tokens were seen arrive (in-process, or --stream); "
-        "the engine's own rate is decoded tokens ÷ its own decode time (llama.cpp's perf counters, or a "
-        "server's timings), which leaves out prompt processing, sampling and transport."
-    )
-
-
-# --- factors (the "Which factor" section) ------------------------------------------------------
-def factor_set(on: tuple[str, ...]) -> str:
-    return " + ".join(on) if on else "none"
-
-
-def attribution_intro(a: AttributionView) -> str:
-    design = "An all-factors" if a.design == "all" else f"A {a.design}"
-    return (
-        f"{design} design over {len(a.factors)} factor(s) ({', '.join(a.factors)}), each a named change "
-        f"to the control {a.control}: every combination that ran is compared with the control's first run "
-        "on the same items. A factor's removal prevents a divergence when the item diverges with every "
-        "factor on and not with all but that one. An item's smallest factor set is settled (established) "
-        "when every set one factor smaller was run and left it identical to the control; otherwise it is "
-        "an upper bound, and the sets that would settle it were not run (servediff experiment FILE "
-        f"--bisect runs them). {settled_count(a)}"
-    )
-
-
-def settled_count(a: AttributionView) -> str:
-    settled = sum(1 for i in a.items if i.established)
-    if not a.items:
-        return "No item diverged."
-    bounds = len(a.items) - settled
-    return f"Of the {len(a.items)} diverging item(s), {settled} settled and {bounds} upper bound(s)."
-
-
-def control_caveat(a: AttributionView) -> str:
-    if a.control_deterministic is None:
-        return (
-            f"The control {a.control} was not repeated on {a.suite}: a divergence may be run-to-run noise "
-            "rather than a factor's effect."
-        )
-    if not a.control_deterministic:
-        return (
-            f"The control {a.control} did NOT reproduce itself on {a.suite}: divergences cannot be "
-            "attributed to factors with confidence."
-        )
-    return ""
-
-
-def cause(i: ItemCauseView) -> str:
-    sets = " or ".join(factor_set(s) for s in i.smallest)
-    if i.established:
-        together = any(len(s) > 1 for s in i.smallest)
-        return f"{sets} ({'needs them together; ' if together else ''}settled)"
-    return f"{sets} at most (upper bound; not run: {'; '.join(factor_set(s) for s in i.untried)})"
-
-
-def cached(c: FactorCell) -> str:
-    if c.cached_tokens is None:
-        return "not recorded"
-    return f"{fmt.count(c.cached_tokens)} of {fmt.count(c.prompt_tokens)}"
-
-
-def factor_sentence(f: FactorRow) -> str:
-    parts = []
-    if f.alone is not None:
-        parts.append(f"alone it leaves {fmt.ratio(f.alone.identical, f.alone.total)} completions identical")
-    if f.prevents is not None and f.diverging_with_all is not None:
-        parts.append(
-            f"removing it from all factors prevents {f.prevents} of the {f.diverging_with_all} divergences"
-        )
-    if f.sole:
-        parts.append(f"it alone is established to cause {len(f.sole)} item(s): {', '.join(f.sole)}")
-    return f"{f.factor}: " + ("; ".join(parts) if parts else "not run alone or removed") + "."
 
 
 # --- gate (servediff gate) ---
@@ -249,20 +96,6 @@ def gate_method() -> str:
         "Bounds on Δ = accuracy(B) − accuracy(A) that hold at every number of items at once "
         "(diversified-Kelly betting confidence sequence, Waudby-Smith and Ramdas 2023), so the gate "
         "may look after every batch and stop early without raising its error rate."
-    )
-
-
-def kl_intro() -> str:
-    return (
-        "Both configurations scored the same fixed token sequences (teacher forcing: nothing "
-        "generated); at every position KL(A‖B) is taken over the tokens in both top-k lists, the "
-        "rest of each side's probability pooled into one tail bucket, which makes it a lower bound "
-        "of the full-vocabulary KL. Same top-1 = share of positions where both argmaxes agree; on "
-        "an on-policy corpus (the control's own completions) 1 − same top-1 is the predicted flip "
-        "rate of greedy decoding. Δp = p_B − p_A of the text's next token; ln(PPL_B/PPL_A) over "
-        "all positions. Intervals are 95 % percentile bootstraps over sequences (seeded), not over "
-        "tokens: the positions of one sequence are correlated. A control row (a configuration "
-        "against its own repeat) is the noise floor."
     )
 
 

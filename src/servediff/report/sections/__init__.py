@@ -37,14 +37,18 @@ from servediff.report.model import Report
 from servediff.report.sections import (
     claims,
     divergences,
+    factors,
     identity,
+    kl,
     load,
     method,
     placements,
+    quality,
     replicas,
     runs,
     sampled,
     shadow,
+    speed,
     summary,
     sweep,
     verdicts,
@@ -53,7 +57,19 @@ from servediff.report.sections import (
 
 Section = Callable[[Report], tuple[Block, ...]]
 # Where on the page a section goes: each template marks these places with ``slot(...)``.
-Slot = Literal["top", "summary", "checks", "method", "identity", "sampled", "divergence", "appendix"]
+Slot = Literal[
+    "top",
+    "summary",
+    "checks",
+    "method",
+    "identity",
+    "factors",
+    "sampled",
+    "quality",
+    "divergence",
+    "speed",
+    "appendix",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +90,15 @@ SECTIONS: tuple[Entry, ...] = (
     Entry("method", method.blocks, "method"),
     Entry("identity", identity.blocks, "identity"),
     Entry("parts", identity.parts, "identity"),
+    Entry("factors", factors.blocks, "factors"),
     Entry("sampled", sampled.blocks, "sampled"),
+    Entry("quality", quality.blocks, "quality"),
     Entry("divergences", divergences.blocks, "divergence"),
     Entry("why", why.blocks, "divergence"),
     Entry("sweep", sweep.blocks, "divergence"),
     Entry("load", load.blocks, "divergence"),
+    Entry("speed", speed.blocks, "speed"),
+    Entry("kl", kl.blocks, "speed"),
     Entry("runs", runs.blocks, "appendix"),
 )
 

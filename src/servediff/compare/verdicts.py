@@ -1,0 +1,99 @@
+"""The one line per configuration that opens the report: speed against the reference, byte
+identity, paired Δ accuracy and what its verification found.
+
+    servediff experiment examples/embedded.toml      # the verdict table at the top of report.html
+
+Each verdict pools a configuration's suites (item ids keyed by suite) for its speedup; identity
+and quality stay per suite. The reference is the first suite's reference configuration
+(``compare.speed_table.references``), listed first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from servediff.compare import speed as sp
+from servediff.compare.loader import is_sweep
+from servediff.compare.quality import PairQuality
+from servediff.compare.speed_table import items_of, references
+from servediff.compare.study import Study
+from servediff.compare.vocabulary import QualityVerdict
+
+
+@dataclass(frozen=True, slots=True)
+class QualityDelta:
+    suite: str
+    delta: float
+    low: float
+    high: float
+    verdict: QualityVerdict
+    margin: float
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The one line per configuration: speed, identity, quality, verification."""
+
+    label: str
+    reference: str | None  # None: the reference configuration itself
+    concurrency: int
+    speedup: sp.Interval | None  # output tokens/s against the reference, over every suite's items
+    tokens_per_s: sp.Interval | None  # this configuration's own rate, over every suite's items
+    identity: tuple[tuple[str, int, int], ...]  # (suite, identical, compared): against the reference
+    control: tuple[tuple[str, int, int], ...]  # (suite, identical, compared): against its repeat
+    quality: tuple[QualityDelta, ...]
+    verification: str | None  # None: nothing was checked
+    load: sp.Load | None = None  # the machine's load under it and the reference (None: reference)
+
+
+def verdicts(
+    study: Study, warmup: int, scored: Sequence[PairQuality], verification: Mapping[str, str]
+) -> tuple[Verdict, ...]:
+    """One per configuration label (not sweep levels), the reference first. ``scored``: the
+    paired quality of scored runs; ``verification``: label → what its checks found."""
+    refs = references(study)
+    ref_labels = list(dict.fromkeys(c.label for c in refs.values()))
+    reference = ref_labels[0] if ref_labels else None
+    labels = dict.fromkeys(c.label for c in study.configurations if not is_sweep(c.runs[0]))
+    out = [_verdict(study, label, warmup, scored, verification.get(label)) for label in labels]
+    out.sort(key=lambda v: v.label != reference)
+    return tuple(out)
+
+
+def _verdict(
+    study: Study, label: str, warmup: int, scored: Sequence[PairQuality], verification: str | None
+) -> Verdict:
+    refs = references(study)
+    mine = [c for c in study.configurations if c.label == label]
+    theirs = [refs[c.suite] for c in mine if c.suite in refs and refs[c.suite].label != label]
+    own = sp.pooled([items_of(c, warmup, keyed=True) for c in mine])
+    rates = sp.rates(own)
+    base = sp.pooled([items_of(c, warmup, keyed=True) for c in theirs]) if theirs else None
+    against = theirs[0].label if theirs else None
+    return Verdict(
+        label=label,
+        reference=against,
+        concurrency=max(c.runs[0].header.concurrency for c in mine),
+        speedup=sp.speedup(base, own) if base is not None else None,
+        tokens_per_s=rates[0] if rates else None,
+        identity=tuple(
+            (p.suite, p.identical, p.total) for p in study.pairs if p.b == label and p.a == against
+        ),
+        control=tuple((p.suite, p.identical, p.total) for p in study.controls if p.a == label),
+        quality=_quality(scored, against, label),
+        verification=verification,
+        load=sp.load_check([r for c in theirs for r in c.runs], [r for c in mine for r in c.runs])
+        if theirs
+        else None,
+    )
+
+
+def _quality(scored: Sequence[PairQuality], a: str | None, b: str) -> tuple[QualityDelta, ...]:
+    if a is None:
+        return ()
+    return tuple(
+        QualityDelta(p.suite, p.table.delta, p.delta_ci.low, p.delta_ci.high, p.verdict, p.margin)
+        for p in scored
+        if p.kind == "pair" and p.a == a and p.b == b
+    )
