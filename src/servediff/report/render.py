@@ -93,7 +93,6 @@ def _markdown_env() -> Environment:
 def _html_env() -> Environment:
     env = _environment(autoescape=True)
     env.filters.update(fmt.FILTERS)
-    env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
     env.globals["figures"] = svg_figures
     env.globals["slot"] = lambda where, r: html_doc.render(sections.slot(where, r))
     return env
