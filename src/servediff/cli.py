@@ -102,7 +102,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         top_k=args.top_k,
         samples=args.samples,
         max_tokens=max_tokens,
-        top_logprobs=args.top_logprobs,
+        # a suite scored from logprobs (mmlu-letter) records at least the top-k it reads
+        top_logprobs=max(args.top_logprobs, suite.top_logprobs),
         enable_thinking=thinking,
     )
     spec, concurrency = _engine_spec(args)

@@ -115,8 +115,9 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
     g.add_argument(
         "--suite",
         default="prompts",
-        help="prompts, gsm8k, mmlu, humaneval, or a .jsonl file "
-        "({'id','prompt'} or {'id','messages'} per line)",
+        help="prompts, gsm8k, mmlu (scored from the generated reply), mmlu-letter (the same items "
+        "scored by letter log-likelihood: one token, the highest of A-D in its top-20 logprobs), "
+        "humaneval, or a .jsonl file ({'id','prompt'} or {'id','messages'} per line)",
     )
     g.add_argument(
         "--allow-code-execution",
@@ -138,7 +139,12 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
         "file of texts; records the top-k (--top-logprobs, default 20) at every position",
     )
     g = p.add_argument_group("sampling")
-    g.add_argument("--max-tokens", type=positive_int, help="default 300 (or the suite's own default)")
+    g.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        help="default 300 (or the suite's own default: mmlu 16, which a model that reasons before "
+        "naming a letter needs raised, e.g. 256 for coder models; mmlu-letter 1)",
+    )
     g.add_argument(
         "--seed", type=count, default=42, help="the run's seed; a sampled run derives each draw's from it"
     )
@@ -509,7 +515,7 @@ def _add_gate(sub: argparse._SubParsersAction[Parser]) -> None:
         p.add_argument(f"--label-{side}", help="name in records and reports")
     p.add_argument("--config-file", type=Path, help="TOML with [configs.NAME] knob tables")
     p.add_argument("--model-path", type=Path, help="GGUF or registry name for embedded sides")
-    p.add_argument("--suite", default="gsm8k", help="a scored suite: gsm8k or mmlu")
+    p.add_argument("--suite", default="gsm8k", help="a scored suite: gsm8k, mmlu or mmlu-letter")
     p.add_argument("--data", type=Path, help="the suite's data file instead of its default source")
     p.add_argument("--margin", type=fraction, default=0.02, help="non-inferiority margin (default 0.02)")
     p.add_argument("--alpha", type=fraction, default=0.025, help="each error rate (default 0.025)")

@@ -64,6 +64,9 @@ class SuiteInfo(_Model):
     data_sha256: str
     content_sha256: str
     item_ids: list[str]
+    # How answers were scored, where the suite's name alone does not say (mmlu-letter); None:
+    # the suite's own extraction rule (and every record written before this field existed).
+    scoring: str | None = None
 
 
 class SamplingInfo(_Model):
@@ -115,6 +118,9 @@ class Header(_Model):
             "engine": _stable_engine(self.engine),
             "sampling": self.sampling.model_dump(),
             "suite": self.suite.content_sha256,
+            # Same prompts scored another way are another run (kept out when unset, so that
+            # records written before the field existed still resume).
+            **({"scoring": self.suite.scoring} if self.suite.scoring else {}),
             "concurrency": self.concurrency,
         }
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()

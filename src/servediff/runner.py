@@ -62,6 +62,7 @@ def suite_info(suite: Suite) -> SuiteInfo:
         data_sha256=suite.data_sha256,
         content_sha256=suite.content_sha256,
         item_ids=[s.id for s in suite.samples],
+        scoring=suite.scoring,
     )
 
 
@@ -146,8 +147,12 @@ def execute(
         def on_done(c: Completion) -> None:
             c.finished_at = time.time()
             sample = by_id[c.item_id]
+            if suite.top_logprobs and c.error is None and c.text and not c.logprobs:
+                # A suite scored from logprobs cannot score a reply without them: that is the
+                # engine's failure (it ignored the request), never a wrong answer.
+                c.error = "the engine returned no logprobs, and this suite is scored from its top-k"
             # An engine failure is not a wrong answer: errored items are never scored.
-            score = suite.scorer(sample, c.text) if suite.scorer and c.error is None else None
+            score = suite.scorer(sample, c) if suite.scorer and c.error is None else None
             payload = list(sample.messages) if sample.messages is not None else sample.prompt
             f.write(item_line(c, payload, score, sample.metadata))
             f.flush()

@@ -113,7 +113,7 @@ class Quality:
     subjects: tuple[Subjects, ...] = ()
 
 
-CHANCE = {"mmlu": 0.25}  # four options
+CHANCE = {"mmlu": 0.25, "mmlu-letter": 0.25}  # four options
 
 
 def is_scored(run: Run) -> bool:

@@ -93,7 +93,8 @@ def sampling_for(exp: Experiment, spec: SuiteSpec, suite: Suite) -> SamplingPara
     # Precedence: the suite's table, then [sampling] when it sets max_tokens, then the suite's own default.
     explicit = "max_tokens" in exp.raw.get("sampling", {})
     tokens = spec.max_tokens or (exp.sampling.max_tokens if explicit else suite.max_tokens) or 300
-    return dataclasses.replace(exp.sampling, max_tokens=tokens)
+    top_k = max(exp.sampling.top_logprobs, suite.top_logprobs)  # what a logprob scorer reads
+    return dataclasses.replace(exp.sampling, max_tokens=tokens, top_logprobs=top_k)
 
 
 # --- one configuration -----------------------------------------------------------------------

@@ -235,7 +235,9 @@ def run_request(req: GateRequest) -> GateReport:
     if req.a.label == req.b.label:  # checked first: it needs no data and no engine
         raise ValueError(f"both sides are labelled {req.a.label!r}: give --label-a/--label-b")
     suite = load_suite(req.suite, SuiteOptions(path=req.data))
-    sampling = SamplingParams(max_tokens=req.max_tokens or suite.max_tokens or 300)
+    sampling = SamplingParams(
+        max_tokens=req.max_tokens or suite.max_tokens or 300, top_logprobs=suite.top_logprobs
+    )
     src = SideSource(sampling, req.config_file, req.model_path)
     # B's own cap, where one is given (a capped candidate)
     capped = dataclasses.replace(

@@ -213,6 +213,7 @@ def suite_method(study: Study, suite: str) -> SuiteMethod:
         concurrency=h.concurrency,
         prompt_form=prompt_form(configs[0].runs[0]),
         runs=tuple((c.label, len(c.runs)) for c in configs),
+        scoring=h.suite.scoring,
     )
 
 

@@ -57,6 +57,7 @@ class SuiteMethod:
     concurrency: int
     prompt_form: str  # "chat messages", "raw prompt" or "prompt with the chat template applied"
     runs: tuple[tuple[str, int], ...]  # (label, repeats)
+    scoring: str | None = None  # how answers were scored, where the suite's name alone does not say
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Suites: what is asked. ``SUITES`` maps a name to its loader; a ``.jsonl`` path is a user suite.
 
-servediff run --suite prompts | branching | shared-prefix | gsm8k | mmlu | path/to/suite.jsonl
+servediff run --suite prompts | branching | shared-prefix | gsm8k | mmlu | mmlu-letter | path/to/suite.jsonl
     [--data PATH] [--limit N]
 servediff run --suite humaneval --allow-code-execution ...   (scored by running the model's code)
 """
@@ -65,6 +65,12 @@ def _mmlu(o: SuiteOptions) -> Suite:
     return mmlu.load(o.path, o.limit, o.seed)  # stratified by subject
 
 
+def _mmlu_letter(o: SuiteOptions) -> Suite:
+    from servediff.suites import mmlu_letter
+
+    return mmlu_letter.load(o.path, o.limit, o.seed)  # mmlu's items, scored by letter log-likelihood
+
+
 def _humaneval(o: SuiteOptions) -> Suite:
     from servediff.suites import humaneval
 
@@ -79,6 +85,7 @@ SUITES: dict[str, Callable[[SuiteOptions], Suite]] = {
     "shared-prefix": _shared_prefix,
     "gsm8k": _gsm8k,
     "mmlu": _mmlu,
+    "mmlu-letter": _mmlu_letter,
     "humaneval": _humaneval,
 }
 

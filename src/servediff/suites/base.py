@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from servediff.textfile import utf8_lines
-from servediff.types import Sample
+from servediff.types import Completion, Sample
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,8 +23,18 @@ class Score:
     correct: bool
 
 
-Scorer = Callable[[Sample, str], Score]
+# A scorer reads the whole completion: most read its text, a log-likelihood scorer its logprobs.
+Scorer = Callable[[Sample, Completion], Score]
 T = TypeVar("T")
+
+
+def reads_text(extract: Callable[[Sample, str], Score]) -> Scorer:
+    """A scorer of the completion's text (an extraction rule applied to what the model wrote)."""
+
+    def scorer(sample: Sample, completion: Completion) -> Score:
+        return extract(sample, completion.text)
+
+    return scorer
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +46,9 @@ class Suite:
     source: str  # "built-in", a path, or a dataset name
     scorer: Scorer | None = None
     max_tokens: int | None = None  # the suite's own default, e.g. short for multiple choice
+    top_logprobs: int = 0  # the top-k its scorer reads: every run of the suite records at least this
+    # How answers are scored, where a suite's name alone does not say (recorded, and in the report).
+    scoring: str | None = None
 
     @property
     def content_sha256(self) -> str:

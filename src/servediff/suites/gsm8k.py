@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from servediff.hashing import file_sha256
-from servediff.suites.base import Score, Suite, jsonl_rows
+from servediff.suites.base import Score, Suite, jsonl_rows, reads_text
 from servediff.types import Sample
 
 VERSION = "1"
@@ -87,7 +87,7 @@ def _sample(index: int, row: dict[str, Any]) -> Sample:
 
 def _suite(rows: list[dict[str, Any]], sha: str, source: str) -> Suite:
     samples = tuple(_sample(i, row) for i, row in enumerate(rows))
-    return Suite("gsm8k", VERSION, samples, sha, source, scorer=score, max_tokens=MAX_TOKENS)
+    return Suite("gsm8k", VERSION, samples, sha, source, scorer=reads_text(score), max_tokens=MAX_TOKENS)
 
 
 def _row(row: Any) -> dict[str, Any]:

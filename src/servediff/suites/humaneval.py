@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from servediff.hashing import file_sha256
-from servediff.suites.base import Score, Suite, jsonl_rows
+from servediff.suites.base import Score, Suite, jsonl_rows, reads_text
 from servediff.suites.execution import DEFAULT_LIMITS, Limits, run_program
 from servediff.types import Sample
 
@@ -139,4 +139,5 @@ def load(path: Path | None = None, limit: int | None = None, limits: Limits = DE
         # A draw's id is "<task>#<s>"; its metadata names the task it was drawn from.
         return check(by_id[str(sample.metadata.get("item", sample.id))], text, limits)
 
-    return Suite("humaneval", VERSION, samples, file_sha256(source), str(source), score, MAX_TOKENS)
+    scorer = reads_text(score)
+    return Suite("humaneval", VERSION, samples, file_sha256(source), str(source), scorer, MAX_TOKENS)

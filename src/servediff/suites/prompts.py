@@ -22,7 +22,7 @@ from typing import Any
 
 from servediff.hashing import file_sha256
 from servediff.suites import gsm8k
-from servediff.suites.base import Suite, content_sha256, json_lines
+from servediff.suites.base import Suite, content_sha256, json_lines, reads_text
 from servediff.types import Sample
 
 VERSION = "1"
@@ -95,7 +95,7 @@ def from_jsonl(path: Path) -> Suite:
         samples=tuple(samples),
         data_sha256=file_sha256(path),
         source=str(path),
-        scorer=gsm8k.score if scored else None,  # a numeric target, read as GSM8K's answers are
+        scorer=reads_text(gsm8k.score) if scored else None,  # a numeric target, read as GSM8K's answers are
     )
 
 

@@ -80,6 +80,7 @@ def _suite(s: SuiteMethod) -> tuple[Spans, Spans, Spans]:
             "…, data SHA-256 ",
             code(s.data_sha256[:16]),
             "….",
+            *((f" Scored by {s.scoring}.",) if s.scoring else ()),
         ),
         spans(
             f"Sampling: temperature {_recorded(p.temperature)}, seed {_recorded(p.seed)}{drawn}, "
