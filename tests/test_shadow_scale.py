@@ -103,6 +103,7 @@ def test_speed_from_the_columns_read_with_the_items_equals_speed_from_the_items(
     )  # computed from the items themselves
     rows = speed_rows(lean, 1)
     assert rows == speed_rows(whole, 1)
+    assert speed_rows(lean, 0) == speed_rows(whole, 0)  # the columns are read once, then the items
     assert rows[1].latency and rows[1].warmup == 1 and rows[0].errors == 0 < rows[1].errors
 
 

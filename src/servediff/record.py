@@ -354,7 +354,8 @@ class Run:
     torn: int | None = None
     # True when the last kept line is complete but lacks its newline.
     unterminated: bool = False
-    # A lean read's per-item numbers for the speed statistics, one row per item line read.
+    # A lean read's per-item numbers for the speed statistics, one row per item line read (the
+    # speed statistics read them once and let them go).
     columns: Columns | None = None
 
     @property
