@@ -12,23 +12,28 @@ position the top-k token ids with their logprobs and the logprob of the sequence
   whole path of ``servediff run --score``, record file written and flushed per item, model load
   not counted.
 - *bare*: ``Llama.eval`` of the sequence, then numpy on ``Llama.scores``: log-softmax, top-k by
-  ``argpartition``, the next token's logprob. Nothing else.
+  ``argpartition``, the next token's logprob. Nothing else. The target's baseline.
+- *bare, in place*: the same with the log-softmax computed in place, as servediff computes it:
+  what is left between it and servediff is what servediff adds (tokenizing, lists, the record).
 
 **Interleaved item by item, in one process.** On a shared machine a side's speed drifts by tens
 of percent over seconds (other processes take cores, cache and memory bandwidth), so rounds of a
-whole side each (~20 s) measure the drift as much as the sides. Here the engine's scoring loop
-runs the bare loop on the same sequence right before or after each of its own items (A B, then
-B A on the next item, and the other way round on the next pass), so the two measurements of an
-item lie about a second apart and see the same load. One process rather than two alternating
-ones: the same interpreter, allocator and numpy for both, each side its own ``Llama``, and no
-process start between them; what differs between the sides is only the code that runs.
+whole side each (~20 s) measured the drift as much as the sides. Here the engine's scoring loop
+runs the bare loops on the same sequence right before or after each of its own items, the three
+sides in each of their 6 orders in turn (item i of pass n: order (i + n) mod 6), so an item's
+measurements lie seconds apart, see the same load, and each side is first, second and third
+about equally often. One process rather than alternating ones: the same interpreter, allocator
+and numpy for every side, no process start between them, servediff's engine its own ``Llama``
+and the bare loops theirs (one, shared by the two); what differs between the sides is only the
+code that runs.
 
 CPU time per item is ``time.process_time`` around that side's own work for that item (the engine's
 item, its record line, write and flush included; the runner is single-threaded, and llama.cpp
 with 1 thread decodes on the calling thread). What ``execute`` spends outside the items (header,
 resume check, the load stretch) is reported on its own and in the whole-run ratio. The ratio is
-servediff's scored tokens per CPU second ÷ the bare loop's, i.e. Σ bare CPU ÷ Σ servediff CPU,
-with a 95 % bootstrap interval over items (seeded; an item's passes stay together).
+servediff's scored tokens per CPU second ÷ a bare loop's, i.e. Σ bare CPU ÷ Σ servediff CPU,
+with a 95 % bootstrap interval over items (seeded; an item's passes stay together), and the
+1-minute load average before and after each pass.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ GSM8K = ROOT / "tests" / "data" / "gsm8k" / "test.jsonl"
 TARGET = 0.05  # servediff within 5 % of the bare loop
 SIDES = ("servediff", "bare", "bare, in place")
 # Every order of the three sides in turn, item by item: each side is first, second and third
-# equally often, so what running after another side costs or saves falls on all of them.
+# about equally often, so what running after another side costs or saves falls on all of them.
 ORDERS = tuple(itertools.permutations(SIDES))
 Bare = tuple[Any, Any, Any]  # top-k ids, their logprobs, the next token's logprob
 
