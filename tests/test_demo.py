@@ -46,7 +46,7 @@ def test_demo_writes_the_whole_study(tmp_path: Path) -> None:
     probes = sorted(q.name.split(".", 2)[2] for q in (out / "probes").glob("*.jsonl"))
     assert probes == sorted(f"stock-vs-tuned.{side}.jsonl" for _ in diverged for side in "ab")
     for side in ("stock", "tuned"):
-        assert f"**Probe vs run, `{side}`:**" in report
+        assert f"**Probe vs run:** `{side}`" in report
     assert " unexplained" in report and "0 unexplained" in report
     # Re-running resumes: nothing is generated or probed again, the records stay byte-identical.
     before = {p: p.read_bytes() for p in out.rglob("*.jsonl")}

@@ -11,12 +11,19 @@ from servediff.report import html_doc, markdown_doc, render, sections
 from servediff.report.assembly import build
 from servediff.report.document import (
     Bullets,
+    Card,
+    Columns,
+    Folded,
     Heading,
     Item,
     Paragraph,
+    PerFormat,
+    Preformatted,
     Table,
+    badge,
     cell,
     code,
+    mark,
     spans,
     strong,
     token,
@@ -37,6 +44,55 @@ def test_both_backends_lay_out_one_tree_and_escape_it() -> None:
     assert '<h2 id="t">Title &lt;b&gt;</h2>' in page and '<p class="warn">' in page
     assert '<li class="tone-bad">one|two</li>' in page and '<td class="tone-good">1</td>' in page
     assert "<i>" not in page.replace("&lt;i&gt;", "")
+
+
+def test_cards_fold_and_mark_their_text_and_each_format_takes_its_own_part() -> None:
+    text = "```<script>x</script>"
+    card = Card(
+        "divergence",
+        'q"1',
+        (
+            Heading(4, spans("item 1 ", badge("near-tie flip"))),
+            Folded(spans("prefix"), (Preformatted(spans(text)),)),
+            Columns("sides", (("a", (Preformatted(spans(mark("<A>"), " rest")),)), ("b", ()))),
+        ),
+    )
+    blocks = (PerFormat((Paragraph(spans("dense")),), (card,)),)
+    md, page = markdown_doc.render(blocks), str(html_doc.render(blocks))
+    assert md == "dense"  # Markdown takes only its part
+    assert markdown_doc.render((card,)).count("````") == 2  # a fence longer than the text's backticks
+    assert '<article class="divergence" data-item="q&#34;1">' in page
+    assert '<span class="badge near-tie-flip">near-tie flip</span>' in page
+    assert "<details><summary>prefix</summary><pre>```&lt;script&gt;x&lt;/script&gt;</pre></details>" in page
+    side_a = '<div class="a"><pre><mark class="first">&lt;A&gt;</mark> rest</pre></div>'
+    assert f'<div class="sides">{side_a}' in page
+    assert "dense" not in page and "<script>" not in page
+
+
+def test_every_divergence_is_a_row_in_markdown_and_a_card_in_html(tmp_path: Path) -> None:
+    report = build(*load(write_study(tmp_path / "runs")))
+    md, page = render.markdown(report), render.html(report)
+    n = sum(len(c.divergences) for c in report.comparisons)
+    assert page.count('<article class="divergence"') == n
+    rows = md[md.index("## Every divergence") : md.index("## Why the text diverges")]
+    assert sum(1 for line in rows.splitlines() if line.startswith("| `")) == n
+    pair = next(c for c in report.pairs if c.b == "tuned")
+    assert f"(prompts, pair): {len(pair.divergences)} of {pair.total}" in rows
+
+
+def test_why_gives_each_divergence_its_class_and_sources_in_both_formats(tmp_path: Path) -> None:
+    report = build(*load(write_study(tmp_path / "runs")))
+    md, page = render.markdown(report), render.html(report)
+    start = md.index("## Why the text diverges")
+    why_md = md[start : md.index("\n## ", start)]
+    why_html = page[page.index('<h2 id="measured">') :]
+    for c in report.comparisons:
+        for d in c.divergences:
+            cls = f"{d.cls} ({d.note})" if d.note else d.cls
+            assert why_md.count(f" | {cls} | ") >= 1
+    rows = [line for line in why_md.splitlines() if line.startswith("| `")]
+    assert len(rows) == sum(len(c.divergences) for c in report.comparisons)
+    assert why_html.count("<li><b>Hazard:</b>") == len(report.comparisons)
 
 
 def test_runs_section_counts_what_the_records_hold(tmp_path: Path) -> None:

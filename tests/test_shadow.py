@@ -238,5 +238,13 @@ def test_unseeded_sampled_requests_are_counted_not_compared(
     p, c = records(tmp_path / "shadow")
     result = compare_runs(p, c, "pair")
     assert (result.total, result.noncomparable) == (1, 1)
+    # the report says what became of each mirrored request, in its own section
+    from servediff.cli import main
+
+    report = tmp_path / "report.md"
+    assert main(["compare", str(tmp_path / "shadow" / "primary-0001.jsonl"),
+                 str(tmp_path / "shadow" / "candidate-0001.jsonl"), "--md", str(report)]) == 0  # fmt: skip
+    row = f"| `primary` | `candidate` | 2 | 1 | {result.identical}/1 | 1 | 0 |"
+    assert "## Shadow traffic" in (text := report.read_text()) and row in text
     assert PROMPTS[PROMPT_IDS[2]] not in (tmp_path / "shadow" / "primary-0001.jsonl").read_text()
     assert all(item.input[0]["content"] == "<redacted>" for item in p.items.values())

@@ -66,7 +66,10 @@ def test_keys_stay_on_their_side_and_records_rotate(tmp_path: Path) -> None:
     candidates = sorted(str(f) for f in out.glob("candidate-*.jsonl"))
     assert main(["compare", *primaries, *candidates, "--md", str(tmp_path / "r.md")]) == 0
     report = (tmp_path / "r.md").read_text()
-    assert "shadow traffic (shadow-0002)" in report
+    section = report[report.index("## Shadow traffic") :].split("\n## ")[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| shadow-")]
+    assert len(rows) == counts["segments"] and "| shadow-0002 (session " in report
+    assert sum(int(r[3]) for r in rows) == 8  # every mirrored request, in one segment's row
 
 
 def test_a_slow_candidate_fills_the_queue_and_copies_are_dropped(tmp_path: Path) -> None:

@@ -112,8 +112,8 @@ def test_reports_list_at_most_a_thousand_divergences_and_count_them_all(records:
     assert n > 1000
     report = build(study, options)
     md = render.markdown(report)
-    assert f"(the first 1,000 of {n:,} divergences, in the records' order)" in md
-    assert f"(the first 1,000 rows; the counts above are over all {n:,})" in md
+    assert f"The first 1,000 of {n:,} divergences, in the records' order." in md
+    assert f"The first 1,000 rows; the counts above are over all {n:,}." in md
     assert f"**{n} divergence(s):**" in md
     assert f"and {n - 50:,} more." in md
     assert md.count(f"| `{pair.divergences[999].item_id}` |") == 2

@@ -433,19 +433,22 @@ def cmd_gate(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     from servediff.audit import command
     from servediff.audit.promises import experiment_toml
-    from servediff.report import audit_view
+    from servediff.report import junit, render
+    from servediff.report.sections.audit import verdict_line
 
     if command.check(args) == "print":
         print(experiment_toml(args.profile, args.model), end="")
         return 0
     a = command.run(args)
-    md = audit_view.markdown(a)
+    md = render.audit_markdown(a)
     if args.md:
         args.md.write_text(md, encoding="utf-8")
+    if args.html:
+        args.html.write_text(render.audit_html(a), encoding="utf-8")
     if args.junit:
-        audit_view.write_junit(a, args.junit)
-    print(json.dumps(audit_view.summary(a), indent=2) if args.json else md)
-    print(f"audit: {audit_view.verdict_line(a)} exit {a.exit_code}", file=sys.stderr)
+        junit.write_audit(a, args.junit)
+    print(json.dumps(render.audit_summary(a), indent=2) if args.json else md)
+    print(f"audit: {verdict_line(a)} exit {a.exit_code}", file=sys.stderr)
     return a.exit_code
 
 

@@ -35,6 +35,7 @@ class ReferenceStudy:
     title: str = "servediff report"
     checkpoints: bool = False
     control: str | None = None  # experiments with pairs = "control": pairs with this label only
+    ordered: bool = False  # files in the globs' order (else sorted by path)
 
     @property
     def summary_path(self) -> Path:
@@ -43,11 +44,13 @@ class ReferenceStudy:
     def files(self, scratch: Path) -> list[Path]:
         """The study's record files (a tarball is unpacked into ``scratch`` first)."""
         folder = ROOT / self.source
-        if self.source.endswith(".tar.gz"):
+        if self.source.endswith((".tar.gz", ".tar.xz")):
             folder = scratch / self.name
             if not folder.exists():
                 with tarfile.open(ROOT / self.source) as tar:
                     tar.extractall(folder, filter="data")
+        if self.ordered:  # the globs' order is the study's: its first configuration is the reference
+            return list(dict.fromkeys(p for g in self.globs for p in sorted(folder.glob(g))))
         return sorted({p for g in self.globs for p in folder.glob(g)})
 
 
@@ -68,6 +71,28 @@ STUDIES = (
         "gpu-kl",
         "docs/gpu-h200-kl/study.tar.gz",
         ("gpu-kl/runs/score-on-policy/*.jsonl", "gpu-kl/runs/score-gsm8k/*.jsonl"),
+    ),
+    # docs/qwen-gpu.md: Qwen2.5-Coder-1.5B stock vs tuned vs a 0.5B draft (probed), and GSM8K paired.
+    ReferenceStudy(
+        "qwen-gpu-tuned",
+        "docs/qwen-gpu/study.tar.xz",
+        (
+            "tuned/runs/stock*/*.jsonl",
+            "tuned/runs/tuned*/*.jsonl",
+            "tuned/runs/draft*/*.jsonl",
+            "tuned/probes/*.jsonl",
+        ),
+        title="Qwen2.5-Coder-1.5B on llama-server (CUDA): stock vs flash attention + KV q8_0 + prompt cache"
+        " vs a 0.5B draft",
+        ordered=True,
+    ),
+    ReferenceStudy(
+        "qwen-gpu-gsm8k",
+        "docs/qwen-gpu/study.tar.xz",
+        ("gsm8k/stock.r1.jsonl", "gsm8k/tuned.r1.jsonl"),
+        title="Qwen2.5-Coder-1.5B on llama-server (CUDA), GSM8K: stock vs flash attention + KV q8_0"
+        " + prompt cache",
+        ordered=True,
     ),
 )
 

@@ -77,6 +77,7 @@ def add_audit(sub: Any) -> None:
     p.add_argument("--timeout", type=positive_int, default=600, help="seconds per request (default 600)")
     p.add_argument("--out", type=output_folder, default=Path("audit-runs"), help="folder for the records")
     p.add_argument("--md", type=output_file, help="write the Markdown audit here")
+    p.add_argument("--html", type=output_file, help="write the HTML audit here (one self-contained file)")
     p.add_argument("--junit", type=output_file, help="write JUnit XML here")
     p.add_argument("--json", action="store_true", help="print the JSON summary instead of Markdown")
     p.add_argument("--no-progress", action="store_true")

@@ -41,6 +41,19 @@ class Hazard:
     def per_1000(self) -> tuple[float, float, float]:
         return self.rate * 1000, self.lower * 1000, self.upper * 1000
 
+    # The rate as a report shows it, per 1,000 tokens: properties, so summary.json holds each one.
+    @property
+    def rate_1000(self) -> float:
+        return self.rate * 1000
+
+    @property
+    def low_1000(self) -> float:
+        return self.lower * 1000
+
+    @property
+    def high_1000(self) -> float:
+        return self.upper * 1000
+
     def p_within(self, length: int) -> tuple[float, float, float]:
         """P(an L-token completion diverges): point estimate, lower, upper."""
         return tuple(-math.expm1(-r * length) for r in (self.rate, self.lower, self.upper))  # type: ignore[return-value]

@@ -238,22 +238,8 @@ def build_study(runs: Sequence[Run], force: bool = False, checkpoints: bool = Fa
         for r in runs
         if r.torn is not None
     ]
-    warnings += [shadow_note(p) for p in pairs if "shadow" in p.a_run.header.extra]
     return Study(
         configurations=configs, controls=tuple(controls), pairs=tuple(pairs), warnings=tuple(warnings)
-    )
-
-
-def shadow_note(p: PairResult) -> str:
-    """What became of the mirrored requests of one shadow segment (records written by
-    ``servediff shadow``); requests dropped or sampled out never reached the records, and are
-    counted in the session's shadow.json."""
-    mirrored = len(p.a_run.items)
-    return (
-        f"shadow traffic ({p.suite}): {mirrored:,} requests mirrored; {p.total:,} compared, "
-        f"{p.noncomparable:,} sampled without a seed (counted, not compared), {p.errors:,} left out "
-        "for an engine error on either side; dropped and sampled-out requests are counted in the "
-        "session's shadow.json"
     )
 
 

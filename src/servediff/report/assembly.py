@@ -2,56 +2,41 @@
 
     servediff report runs/*.jsonl --md report.md --html report.html
 
-Each comparison's token alignment comes from ``compare.divergence`` (one alignment), its gaps,
-classes, drift and hazard from ``compare.mechanism`` (one gap, one class, one hazard, one
-threshold: ``options.near_tie``), its quality from ``compare.quality``. Nothing here formats
-text; the renderers do nothing else.
+Each comparison comes finished from ``compare.comparison`` (its alignment, gaps, classes, drift
+and hazard, at one threshold: ``options.near_tie``), its quality from ``compare.quality``.
+Nothing here formats text; the renderers do nothing else.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import statistics
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from servediff.compare import filenames
-from servediff.compare.divergence import Divergence
+from servediff.compare.comparison import comparison
 from servediff.compare.factor_table import factor_tables
-from servediff.compare.hazard import HazardView, kaplan_meier
 from servediff.compare.kl_runs import is_scoring, kl_rows, without_scoring_pairs
 from servediff.compare.load import load_sweeps
 from servediff.compare.loader import ReportOptions
-from servediff.compare.mechanism import (
-    CLASSES,
-    RECORDED,
-    Distribution,
-    Explanation,
-    PairMechanism,
-    measure_pair,
-)
 from servediff.compare.quality import quality
 from servediff.compare.runs import run_rows
-from servediff.compare.sampled import is_sampled, sampled
+from servediff.compare.sampled import sampled
+from servediff.compare.shadow import segments
 from servediff.compare.speed_table import speed_rows
-from servediff.compare.study import Configuration, PairResult, Study
+from servediff.compare.study import Configuration, Study
+from servediff.compare.sweep import sweeps
 from servediff.compare.verdicts import verdicts
-from servediff.compare.vocabulary import ControlVerdict
-from servediff.record import Item, Run
+from servediff.record import Run
 from servediff.redaction import redact_argv
 from servediff.report import cluster_view, experiment_view
 from servediff.report.model import (
     SCHEMA_VERSION,
     Claim,
-    Comparison,
-    DivergenceView,
     Engine,
     Matrix,
-    ProbeCheck,
     Report,
-    Side,
     SuiteMethod,
     Tool,
 )
@@ -95,7 +80,7 @@ def build(study: Study, options: ReportOptions) -> Report:
         quality=quality_,
         matrices=matrices(study),
         claims=claims,
-        sweeps=experiment_view.sweeps(study),
+        sweeps=sweeps(study),
         limitations=LIMITATIONS,
         speed=speed_rows(study, options.warmup),
         verdicts=verdicts(study, options.warmup, quality_.pairs if quality_ else (), verification(claims)),
@@ -108,6 +93,7 @@ def build(study: Study, options: ReportOptions) -> Report:
         claim_groups=experiment_view.grouped(claims),
         runs=run_rows(study),
         load=load_sweeps(study, options.warmup, options.margin, options.near_tie),
+        shadow=segments(study),
     )
 
 
@@ -250,138 +236,6 @@ def tool(run: Run) -> Tool:
     h = run.header
     env = h.environment
     return Tool(h.tool_version, h.git_revision, str(env.get("python")), str(env.get("platform")), h.created)
-
-
-# --- comparisons ------------------------------------------------------------------------------
-def comparison(p: PairResult, options: ReportOptions) -> Comparison:
-    m = measure_pair(p, options.probes, options.near_tie)
-    why = {e.point.item_id: e for e in m.explanations}
-    # Coarse logits (bf16): each gap is also given in steps of the logprob grid.
-    step = m.precision.smallest_step if m.precision.coarse else None
-    legend: list[str] = []
-    views = tuple(
-        divergence_view(d, (p.a_run.items[d.item_id], p.b_run.items[d.item_id]), why[d.item_id], legend, step)
-        for d in p.divergences
-    )
-    counts = Counter(v.cls for v in views)
-    gaps = sorted(v.a.gap for v in views if v.a is not None and v.a.gap is not None)
-    return Comparison(
-        suite=p.suite,
-        a=p.a,
-        b=p.b,
-        kind=p.kind,
-        a_repeat=p.a_run.header.repeat,
-        b_repeat=p.b_run.header.repeat,
-        identical=p.identical,
-        total=p.total,
-        errors=p.errors,
-        missing=p.missing,
-        verdict=control_verdict(p) if p.kind == "control" else None,
-        threshold=options.near_tie,
-        divergences=views,
-        classes=tuple((c, counts[c]) for c in CLASSES),
-        # An even count: the mean of the middle two (statistics.median), not the upper one.
-        gap_median=statistics.median(gaps) if gaps else None,
-        gap_max=gaps[-1] if gaps else None,
-        drift=m.drift,
-        hazard=HazardView.of(m.hazard),
-        no_token_data=m.no_token_data,
-        times=m.times,
-        precision=m.precision,
-        probe_sources=tuple(legend),
-        probe_checks=probe_checks(m),
-        sampled=is_sampled(p.a_run),
-        survival=tuple(zip(*kaplan_meier(m.times))),
-    )
-
-
-def control_verdict(p: PairResult) -> ControlVerdict:
-    if p.total == 0:
-        return "nothing to compare"
-    if is_sampled(p.a_run):  # sampled: identical texts say the engine honoured each draw's seed
-        return "seeds honoured" if p.identical == p.total else "seeds NOT honoured"
-    return "deterministic" if p.identical == p.total else "NOT deterministic"
-
-
-def _side(d: Distribution | None, legend: list[str], step: float | None) -> Side | None:
-    if d is None:
-        return None
-    steps = d.gap / step if step and d.gap is not None else None
-    if d.source == RECORDED:
-        return Side(d.top, d.gap, d.source, "run", steps)
-    if d.source not in legend:
-        legend.append(d.source)
-    return Side(d.top, d.gap, d.source, f"probe [{legend.index(d.source) + 1}]", steps)
-
-
-def _tokens_match_text(item: Item) -> bool:
-    return item.tokens is not None and "".join(item.tokens) == item.text
-
-
-def _split(d: Divergence, a: Item, b: Item) -> tuple[str, str, str, str, str]:
-    """prefix | A's first differing token | A's rest | B's token | B's rest; by character
-    when the records hold no token texts that spell the completion."""
-    t = d.token_index
-    if (
-        t is not None
-        and a.tokens is not None
-        and b.tokens is not None
-        and _tokens_match_text(a)
-        and (_tokens_match_text(b))
-    ):
-        prefix = "".join(a.tokens[:t])
-        a_first = a.tokens[t] if t < len(a.tokens) else ""
-        b_first = b.tokens[t] if t < len(b.tokens) else ""
-        return (
-            prefix,
-            a_first,
-            a.text[len(prefix) + len(a_first) :],
-            b_first,
-            b.text[len(prefix) + len(b_first) :],
-        )
-    c = d.char_index
-    return a.text[:c], a.text[c : c + 1], a.text[c + 1 :], b.text[c : c + 1], b.text[c + 1 :]
-
-
-def divergence_view(
-    d: Divergence, items: tuple[Item, Item], e: Explanation, legend: list[str], step: float | None
-) -> DivergenceView:
-    prefix, a_first, a_rest, b_first, b_rest = _split(d, *items)
-    return DivergenceView(
-        item_id=d.item_id,
-        char_index=d.char_index,
-        token_index=e.point.index,
-        alignment=e.point.alignment,
-        a_token=e.point.a_token,
-        b_token=e.point.b_token,
-        prefix=prefix,
-        a_first=a_first,
-        a_rest=a_rest,
-        b_first=b_first,
-        b_rest=b_rest,
-        a_tokens=d.a_tokens,
-        b_tokens=d.b_tokens,
-        cls=e.cls,
-        note=e.note,
-        a=_side(e.a, legend, step),
-        b=_side(e.b, legend, step),
-        a_probe=_side(e.a_probe, legend, step),
-        b_probe=_side(e.b_probe, legend, step),
-        shift_a=e.shift_a_token,
-        shift_b=e.shift_b_token,
-    )
-
-
-def probe_checks(m: PairMechanism) -> tuple[ProbeCheck, ...]:
-    out = []
-    for side, label in (("a", m.a), ("b", m.b)):
-        both = [(getattr(e, f"{side}_probe"), getattr(e, side)) for e in m.explanations]
-        both = [(p, r) for p, r in both if p is not None and r is not None]
-        diffs = [abs(p.gap - r.gap) for p, r in both if p.gap is not None and r.gap is not None]
-        if diffs:
-            flips = sum(1 for p, r in both if p.top[0][0] != r.top[0][0])
-            out.append(ProbeCheck(label, len(diffs), max(diffs), flips))
-    return tuple(out)
 
 
 def matrices(study: Study, minimum: int = 3) -> tuple[Matrix, ...]:

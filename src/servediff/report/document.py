@@ -7,6 +7,10 @@ bullet lists, tables of cells and figures, each made of spans of text with a sty
 backends (``report.markdown_doc``, ``report.html_doc``) only lay the blocks out and escape the
 text, so a sentence is written once for both formats and no number is formatted twice. A cell
 may carry a tone (its verdict: good, bad, warn), which the HTML colours and Markdown ignores.
+
+Where the two formats differ in room, a section says so once with ``PerFormat``: report.md is read
+as text (pasted into a pull request), report.html has space for a card per divergence with the
+completions side by side (``Card``, ``Columns``, ``Folded``, ``Preformatted``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Style = Literal["plain", "code", "strong", "token"]
+# mark: the first differing token inside a completion; badge: a class shown as a tag
+Style = Literal["plain", "code", "strong", "token", "mark", "badge"]
 Tone = Literal["good", "bad", "warn", "neutral"]
 Look = Literal["plain", "muted", "warn", "note"]
 
@@ -42,6 +47,14 @@ def strong(text: object) -> Span:
 
 def token(text: str | None) -> Span:
     return Span(text, "token")
+
+
+def mark(text: str) -> Span:
+    return Span(text, "mark")
+
+
+def badge(text: str) -> Span:
+    return Span(text, "badge")
 
 
 def spans(*parts: Span | str) -> Spans:
@@ -99,4 +112,46 @@ class Figure:
     caption: str
 
 
-Block = Heading | Paragraph | Bullets | Table | Figure
+@dataclass(frozen=True, slots=True)
+class Preformatted:
+    """Text whose whitespace is content (a completion, a common prefix), shown as it is."""
+
+    text: Spans
+
+
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """Shown on demand: a click opens it in HTML (``<details>``); Markdown shows it all."""
+
+    summary: Spans
+    body: tuple[Block, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """Blocks side by side (A beside B) in HTML; one after the other in Markdown. Each column's
+    name is its HTML class (the style sheet colours A's and B's marks apart)."""
+
+    name: str
+    columns: tuple[tuple[str, tuple[Block, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    """One record shown as a unit (a divergence): an ``<article>`` whose class is its kind and
+    whose ``data-item`` is its key, so a reader's tools can find it; Markdown shows its blocks."""
+
+    kind: str
+    key: str
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PerFormat:
+    """One content laid out for each format: a dense form for Markdown, a roomy one for HTML."""
+
+    markdown: tuple[Block, ...]
+    html: tuple[Block, ...]
+
+
+Block = Heading | Paragraph | Bullets | Table | Figure | Preformatted | Folded | Columns | Card | PerFormat

@@ -1,25 +1,23 @@
 """An experiment's evidence in the report model, from the run headers alone: whether each
-configuration is what it claims to be, and the load-induced nondeterminism sweep.
+configuration is what it claims to be.
 
     servediff experiment examples/llamacpp-flash.toml      # writes OUT/report.md
     servediff compare OUT/runs/*/*.jsonl                    # the same sections from the records
 
-Both are empty for runs that were not made by an experiment.
+It is empty for runs that were not made by an experiment.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
 from typing import Any
 
 from servediff.compare.loader import is_sweep
 from servediff.compare.study import Study
 from servediff.record import Run
-from servediff.report.model import Claim, ClaimGroup, Sweep, SweepLevel
+from servediff.report.model import Claim, ClaimGroup
 
 FLAGGED = ("NOT ENGAGED", "NOT CONFIGURED")
-LONG_SWEEP = 30  # prompts: beyond this, list only those with more than one distinct output
 
 
 def claims(study: Study) -> tuple[Claim, ...]:
@@ -96,46 +94,3 @@ def _group(row: list[list[Claim]]) -> ClaimGroup:
         flagged=c.flagged,
         runs=tuple((x.suite, x.repeat) for x in row[0]),
     )
-
-
-def distinct_outputs(runs: list[Run]) -> dict[str, int]:
-    """Per item id: the number of distinct completions across these runs (error-free items only)."""
-    seen: dict[str, set[str]] = defaultdict(set)
-    for run in runs:
-        for item_id, item in run.items.items():
-            if item.error is None:
-                seen[item_id].add(item.sha256)
-    return {k: len(v) for k, v in seen.items()}
-
-
-def sweeps(study: Study) -> tuple[Sweep, ...]:
-    levels: dict[str, dict[int, list[Run]]] = defaultdict(dict)
-    for c in study.configurations:
-        if is_sweep(c.runs[0]):
-            base = c.label.rsplit("@c", 1)[0]
-            levels[f"{base} ({c.suite})"][c.runs[0].header.concurrency] = list(c.runs)
-    return tuple(_sweep(name, dict(sorted(by.items()))) for name, by in levels.items())
-
-
-def _sweep(name: str, by_level: dict[int, list[Run]]) -> Sweep:
-    counts = {c: distinct_outputs(runs) for c, runs in by_level.items()}
-    pooled = distinct_outputs([r for runs in by_level.values() for r in runs])
-    rows = []
-    for c, per_item in counts.items():
-        n = len(per_item)
-        rows.append(
-            SweepLevel(
-                concurrency=c,
-                repeats=len(by_level[c]),
-                prompts=n,
-                varied=sum(1 for v in per_item.values() if v > 1),
-                most=max(per_item.values(), default=0),
-                mean=sum(per_item.values()) / n if n else 0.0,
-            )
-        )
-    ids = sorted(pooled)
-    only_varied = len(ids) > LONG_SWEEP
-    if only_varied:
-        ids = [i for i in ids if pooled[i] > 1]
-    items = tuple((i, tuple(counts[c].get(i) for c in counts), pooled[i]) for i in ids)
-    return Sweep(name, tuple(rows), items, only_varied)

@@ -21,13 +21,14 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from servediff.compare.comparison import Comparison
 from servediff.compare.kl_runs import KlRow
 from servediff.compare.load import LoadSweep
 from servediff.compare.quality import Accuracy, Subjects
 from servediff.compare.sampled import SampledPair
 from servediff.compare.speed_table import SpeedRow
 from servediff.compare.verdicts import Verdict
-from servediff.report.model import Comparison, Matrix
+from servediff.report.model import Matrix
 from servediff.report.xmltext import xml_text
 
 P = ParamSpec("P")
@@ -265,7 +266,7 @@ def load_svg(sweeps: Sequence[LoadSweep]) -> str:
         if not rows:
             continue
         xs = [x.tokens_per_s.value for x in rows if x.tokens_per_s]
-        rates = [x.hazard.per_1000() for x in rows if x.hazard]
+        rates = [(h.rate_1000, h.low_1000, h.high_1000) for x in rows if (h := x.hazard)]
         speed = [x.tokens_per_s for x in rows if x.tokens_per_s]
         xerr = error_bars([t.value for t in speed], [t.low for t in speed], [t.high for t in speed])
         yerr = error_bars([r for r, _, _ in rates], [lo for _, lo, _ in rates], [hi for _, _, hi in rates])

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from servediff.compare.comparison import Side
 from servediff.compare.sampled import Estimate
 from servediff.compare.speed import Interval
-from servediff.report.model import Side
 
 
 def ratio(k: int, n: int) -> str:

@@ -4,6 +4,7 @@
 
 Every span is HTML-escaped (markupsafe); only a figure's SVG, drawn by matplotlib (which escapes
 its own text), goes in as it is. A cell's or item's tone becomes a class the style sheet colours.
+Of a ``PerFormat`` block HTML takes its HTML part.
 """
 
 from __future__ import annotations
@@ -12,7 +13,21 @@ import json
 
 from markupsafe import Markup, escape
 
-from servediff.report.document import Block, Bullets, Figure, Heading, Paragraph, Span, Spans, Table
+from servediff.report.document import (
+    Block,
+    Bullets,
+    Card,
+    Columns,
+    Figure,
+    Folded,
+    Heading,
+    Paragraph,
+    PerFormat,
+    Preformatted,
+    Span,
+    Spans,
+    Table,
+)
 
 
 def span(s: Span) -> str:
@@ -24,6 +39,10 @@ def span(s: Span) -> str:
         return f"<code>{text}</code>"
     if s.style == "strong":
         return f"<b>{text}</b>"
+    if s.style == "mark":
+        return f'<mark class="first">{text}</mark>'
+    if s.style == "badge":  # the class name from the text: "near-tie flip" → badge near-tie-flip
+        return f'<span class="badge {text.replace(" ", "-")}">{text}</span>'
     return str(text)
 
 
@@ -32,7 +51,7 @@ def line(text: Spans) -> str:
 
 
 def _class(name: str | None) -> str:
-    return f' class="{name}"' if name else ""
+    return f' class="{escape(name)}"' if name else ""
 
 
 def block(b: Block) -> str:
@@ -53,6 +72,17 @@ def block(b: Block) -> str:
             for row in b.rows
         )
         return f"<table><thead><tr>{head}</tr></thead><tbody>\n{rows}</tbody></table>"
+    if isinstance(b, Preformatted):
+        return f"<pre>{line(b.text)}</pre>"
+    if isinstance(b, Folded):
+        return f"<details><summary>{line(b.summary)}</summary>{render(b.body)}</details>"
+    if isinstance(b, Columns):
+        inner = "".join(f"<div{_class(name)}>{render(column)}</div>" for name, column in b.columns)
+        return f"<div{_class(b.name)}>{inner}</div>"
+    if isinstance(b, Card):
+        return f'<article{_class(b.kind)} data-item="{escape(b.key)}">\n{render(b.blocks)}</article>'
+    if isinstance(b, PerFormat):
+        return render(b.html)
     assert isinstance(b, Figure)
     caption = f"<figcaption>{escape(b.caption)}</figcaption>"
     return f'<figure class="plot" id="plot-{escape(b.name)}">{b.svg}{caption}</figure>'

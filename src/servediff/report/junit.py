@@ -1,6 +1,8 @@
-"""The gate as JUnit XML, the test-report format CI systems display: one test case per check.
+"""The gate and the audit as JUnit XML, the test-report format CI systems display: one test case
+per check.
 
     servediff gate ... --junit gate.xml
+    servediff audit ... --junit audit.xml
 
 Cases: ``determinism`` (the control against its repeat) and ``non-inferiority[SUITE]``. A
 failed check is a <failure>; a check that engine errors left undecided is an <error>.
@@ -13,8 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from servediff.compare.audit import AuditAnalysis
 from servediff.gate.result import GateReport
 from servediff.report import fmt
+from servediff.report.sections.audit import verdict_line
 from servediff.report.xmltext import xml_text
 
 
@@ -100,3 +104,21 @@ def write_cases(title: str, classname: str, cases: Sequence[Case], path: Path) -
     for c in cases:
         _case(suite, c.name, c.outcome, c.kind, c.message, classname)
     _save(_counted(root, suite), path)
+
+
+def write_audit(a: AuditAnalysis, path: Path) -> None:
+    """Two cases: the promise (failure when it diverged) and the negative control (an error when
+    it did not diverge: the audit tested nothing)."""
+    p = a.promise
+    promise_outcome = "failure" if a.verdict == "fail" else "error" if a.verdict == "error" else None
+    cases = [Case("promise", promise_outcome, a.verdict, verdict_line(a))]
+    if a.control is None and a.verdict == "fail":
+        cases.append(Case("negative-control", "skipped", "not needed", "not run: the promise diverged"))
+    elif a.control is None:
+        cases.append(Case("negative-control", "error", "missing", "no negative control was run"))
+    else:
+        c = a.control
+        weak = "error" if c.divergent == 0 else None
+        text = f"{c.label}: {c.divergent} of {c.trials} trials diverged (it must: else nothing was tested)"
+        cases.append(Case("negative-control", weak, "too weak" if weak else "diverged", text))
+    write_cases(f"servediff audit {p.label}", "servediff.audit", cases, path)

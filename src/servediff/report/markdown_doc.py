@@ -4,7 +4,8 @@
 
 Every span of text is escaped for where it goes (``mdtext.cell`` in prose and cells,
 ``mdtext.code`` in code spans), so no label, token or error from a record becomes markup.
-Figures are HTML only: Markdown leaves them out.
+Figures are HTML only: Markdown leaves them out. Of a ``PerFormat`` block Markdown takes its
+Markdown part; cards, columns and folded blocks show their blocks one after the other.
 """
 
 from __future__ import annotations
@@ -12,7 +13,21 @@ from __future__ import annotations
 import json
 
 from servediff.report import mdtext
-from servediff.report.document import Block, Bullets, Figure, Heading, Paragraph, Span, Spans, Table
+from servediff.report.document import (
+    Block,
+    Bullets,
+    Card,
+    Columns,
+    Figure,
+    Folded,
+    Heading,
+    Paragraph,
+    PerFormat,
+    Preformatted,
+    Span,
+    Spans,
+    Table,
+)
 
 
 def span(s: Span) -> str:
@@ -23,6 +38,8 @@ def span(s: Span) -> str:
         return mdtext.code(text)
     if s.style == "strong":
         return f"**{mdtext.cell(text)}**"
+    if s.style == "badge":
+        return f"[{mdtext.cell(text)}]"
     return mdtext.cell(text)
 
 
@@ -41,6 +58,16 @@ def block(b: Block) -> str:
         head = f"| {' | '.join(mdtext.cell(h) for h in b.header)} |\n|{'---|' * len(b.header)}"
         rows = (f"| {' | '.join(line(c.text) for c in row)} |" for row in b.rows)
         return "\n".join([head, *rows])
+    if isinstance(b, Preformatted):
+        return mdtext.fenced("".join("" if s.text is None else s.text for s in b.text))
+    if isinstance(b, Folded):
+        return render((Paragraph(b.summary), *b.body))
+    if isinstance(b, Columns):
+        return render(tuple(x for _, column in b.columns for x in column))
+    if isinstance(b, Card):
+        return render(b.blocks)
+    if isinstance(b, PerFormat):
+        return render(b.markdown)
     assert isinstance(b, Figure)
     return ""
 

@@ -43,3 +43,10 @@ def code(text: object) -> str:
     fence = "`" * (max((len(run) for run in _BACKTICKS.findall(s)), default=0) + 1)
     pad = " " if s[0] in "` " or s[-1] in "` " else ""
     return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def fenced(text: str) -> str:
+    """A fenced code block that shows ``text`` literally: its fence is longer than any run of
+    backticks inside (CommonMark 4.5), and nothing in a code block is markup or HTML."""
+    fence = "`" * max(3, max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+    return f"{fence}\n{text}\n{fence}"

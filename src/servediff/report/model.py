@@ -13,21 +13,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servediff.compare.comparison import Comparison
 from servediff.compare.factor_table import FactorTable
-from servediff.compare.hazard import HazardView
 from servediff.compare.kl_runs import KlRow
 from servediff.compare.load import LoadSweep
-from servediff.compare.mechanism import Drift, Precision
 from servediff.compare.quality import Quality
 from servediff.compare.runs import RunRow
 from servediff.compare.sampled import Sampled
+from servediff.compare.shadow import ShadowSegment
 from servediff.compare.speed_table import SpeedRow
+from servediff.compare.sweep import Sweep
 from servediff.compare.verdicts import Verdict
-from servediff.compare.vocabulary import ControlVerdict, DivergenceClass, Kind
 from servediff.record import SamplingInfo
 
 SCHEMA_VERSION = 1
-TopK = tuple[tuple[str, float], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,92 +70,6 @@ class Tool:
 
 
 @dataclass(frozen=True, slots=True)
-class Side:
-    """One side's numbers at a divergence: top-k, gap and where they came from."""
-
-    top: TopK
-    gap: float | None
-    source: str  # "recorded during the run" or "probe: <method>"
-    cite: str  # "run", "probe [n]" (footnote of the comparison's probe legend)
-    steps: float | None = None  # the gap in steps of a coarse logprob grid (None: not coarse)
-
-
-@dataclass(frozen=True, slots=True)
-class DivergenceView:
-    item_id: str
-    char_index: int
-    token_index: int | None
-    alignment: str
-    a_token: str | None  # the two diverging tokens as text (None: end of sequence / unknown)
-    b_token: str | None
-    prefix: str  # what both completions share before the first differing token (or character)
-    a_first: str  # A's first differing token (or character) as shown, and the rest of A
-    a_rest: str
-    b_first: str
-    b_rest: str
-    a_tokens: int | None
-    b_tokens: int | None
-    cls: DivergenceClass
-    note: str
-    a: Side | None
-    b: Side | None
-    a_probe: Side | None  # a probe beside a recorded side: shown to expose the probe's error
-    b_probe: Side | None
-    shift_a: float | None  # logprob of A's token under B minus under A
-    shift_b: float | None
-
-    @property
-    def prefix_length(self) -> int:
-        """Characters both completions share before the first differing token."""
-        return len(self.prefix)
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeCheck:
-    """How far a probe's gap is from the gap recorded during the run, where both exist."""
-
-    label: str
-    n: int
-    max_gap_diff: float
-    top1_differs: int
-
-
-@dataclass(frozen=True, slots=True)
-class Comparison:
-    """A control (a configuration against its own repeat) or a pair of configurations."""
-
-    suite: str
-    a: str
-    b: str
-    kind: Kind
-    a_repeat: int
-    b_repeat: int
-    identical: int
-    total: int
-    errors: int  # left out: an engine error or no answer yet on either side
-    missing: int  # of errors: one side has not answered the item yet (an interrupted run)
-    # controls: "deterministic", "NOT deterministic", "nothing to compare"; sampled runs:
-    # "seeds honoured", "seeds NOT honoured"
-    verdict: ControlVerdict | None
-    threshold: float
-    divergences: tuple[DivergenceView, ...]
-    classes: tuple[tuple[DivergenceClass, int], ...]  # every class, in a fixed order, with its count
-    gap_median: float | None  # A's gap over the divergences that have one
-    gap_max: float | None
-    drift: Drift | None
-    hazard: HazardView | None
-    no_token_data: int  # items left out of the hazard
-    times: tuple[tuple[int, bool], ...]  # (tokens at risk, diverged): the hazard's own input
-    precision: Precision
-    probe_sources: tuple[str, ...]  # footnotes: "probe [n]" is probe_sources[n - 1]
-    probe_checks: tuple[ProbeCheck, ...]
-    # Sampled runs (temperature > 0): a control then checks that per-request seeds reproduce.
-    sampled: bool = False
-    # Kaplan–Meier from ``times``: (x, P(the first x tokens are identical)) at 0 and at each event.
-    survival: tuple[tuple[float, float], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
 class Matrix:
     suite: str
     labels: tuple[str, ...]
@@ -194,25 +107,6 @@ class ClaimGroup:
     detail: str
     flagged: bool
     runs: tuple[tuple[str, int], ...]  # (suite, repeat) of every run the row holds for
-
-
-@dataclass(frozen=True, slots=True)
-class SweepLevel:
-    concurrency: int
-    repeats: int
-    prompts: int
-    varied: int  # prompts with more than one distinct output
-    most: int
-    mean: float
-
-
-@dataclass(frozen=True, slots=True)
-class Sweep:
-    name: str
-    levels: tuple[SweepLevel, ...]
-    # (item id, distinct outputs per level (None: not run there), distinct over all levels)
-    items: tuple[tuple[str, tuple[int | None, ...], int], ...]
-    only_varied: bool  # long lists keep only the prompts with more than one output
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +166,7 @@ class Report:
     claim_groups: tuple[ClaimGroup, ...] = ()  # the claims, one row per configuration and claim
     runs: tuple[RunRow, ...] = ()  # every run record the report is made of
     load: tuple[LoadSweep, ...] = ()  # each load sweep: throughput bought against determinism lost
+    shadow: tuple[ShadowSegment, ...] = ()  # segments of shadow traffic: what became of each request
 
     @property
     def comparisons(self) -> tuple[Comparison, ...]:

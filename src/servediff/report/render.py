@@ -26,9 +26,11 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 from pydantic import BaseModel
 
+from servediff.compare.audit import AuditAnalysis
 from servediff.gate.result import GateReport
-from servediff.report import figures, fmt, html_doc, load_view, markdown_doc, mdtext, sections, wording
+from servediff.report import figures, fmt, html_doc, markdown_doc, mdtext, sections, wording
 from servediff.report.model import Report
+from servediff.report.sections import audit
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
@@ -54,10 +56,6 @@ def tok(value: str | None) -> Md:
     return code("end of sequence" if value is None else json.dumps(value, ensure_ascii=False))
 
 
-def top2(top: tuple[tuple[str, float], ...]) -> Md:
-    return Md(", ".join(f"{tok(t)} {fmt.logprob(v)}" for t, v in top[:2]))
-
-
 def _as_md(f: Callable[..., str]) -> Callable[..., Md]:
     """A number format whose output (digits, signs, units) needs no Markdown escaping."""
     return lambda *a: Md(f(*a))
@@ -79,7 +77,6 @@ def _environment(**escaping: Any) -> Environment:
     )
     env.globals["w"] = wording
     env.globals["fmt"] = fmt
-    env.globals["lv"] = load_view
     return env
 
 
@@ -87,7 +84,7 @@ def _environment(**escaping: Any) -> Environment:
 def _markdown_env() -> Environment:
     env = _environment(autoescape=False, finalize=_finalize, keep_trailing_newline=True)
     env.filters.update({k: _as_md(f) for k, f in fmt.FILTERS.items()})
-    env.filters.update(code=code, tok=tok, top2=top2)
+    env.filters.update(code=code, tok=tok)
     env.globals["slot"] = lambda where, r: Md(markdown_doc.render(sections.slot(where, r)))
     return env
 
@@ -96,7 +93,6 @@ def _markdown_env() -> Environment:
 def _html_env() -> Environment:
     env = _environment(autoescape=True)
     env.filters.update(fmt.FILTERS)
-    env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False)
     env.globals["figures"] = svg_figures
     env.globals["slot"] = lambda where, r: html_doc.render(sections.slot(where, r))
     return env
@@ -128,9 +124,12 @@ def markdown_summary(report: Report) -> str:
     return text[start : end if end > 0 else None].rstrip()
 
 
+def _css() -> Markup:
+    return Markup((resources.files("servediff.report") / "style.css").read_text(encoding="utf-8"))
+
+
 def html(report: Report) -> str:
-    css = (resources.files("servediff.report") / "style.css").read_text(encoding="utf-8")
-    return _html_env().get_template("report.html.j2").render(r=report, css=Markup(css), csp=Markup(CSP))
+    return _html_env().get_template("report.html.j2").render(r=report, css=_css(), csp=Markup(CSP))
 
 
 def _plain(x: Any) -> Any:
@@ -198,4 +197,23 @@ def gate_markdown(g: GateReport) -> str:
 def gate_summary(g: GateReport) -> dict[str, Any]:
     """``gate --json``: the gate model itself, with the exit code it implies."""
     out: dict[str, Any] = {"record": "servediff-gate", "schema_version": 1, **_plain(g)}
+    return out
+
+
+# --- audit (servediff audit): its analysis laid out by the same document backends ---
+
+
+def audit_markdown(a: AuditAnalysis) -> str:
+    return markdown_doc.render(audit.blocks(a)) + "\n"
+
+
+def audit_html(a: AuditAnalysis) -> str:
+    body = html_doc.render(audit.blocks(a))
+    page = _html_env().get_template("page.html.j2")
+    return page.render(title=f"servediff audit {a.promise.label}", body=body, css=_css(), csp=Markup(CSP))
+
+
+def audit_summary(a: AuditAnalysis) -> dict[str, Any]:
+    """``audit --json``: the analysis itself, with its exit code and verdict line."""
+    out: dict[str, Any] = {**_plain(a), "exit_code": a.exit_code, "verdict_line": audit.verdict_line(a)}
     return out

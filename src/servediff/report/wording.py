@@ -9,7 +9,7 @@ templates; the words and numbers live here.
 
 from __future__ import annotations
 
-from servediff.compare.mechanism import Precision
+from servediff.compare.comparison import Comparison
 from servediff.compare.sample_size import Sizing, VarianceParts
 from servediff.compare.sampled import Sampled, SampledPair
 from servediff.compare.sampled_divergence import FirstDivergences
@@ -18,7 +18,6 @@ from servediff.gate.result import GateReport
 from servediff.report import fmt
 from servediff.report.model import (
     Claim,
-    Comparison,
     ReplicaCheck,
 )
 
@@ -59,77 +58,6 @@ def verification_note() -> str:
         "/metrics busy slots per decode call). Acceptance length = 1 + "
         'accepted / drafts; acceptance rate = accepted / drafted tokens. "not verified" means the '
         "engine exposes nothing that could confirm the feature either way."
-    )
-
-
-def measured_intro() -> str:
-    return (
-        "At each divergence: both configurations' top-2 next tokens after prompt + common prefix, the "
-        "top-1 − top-2 gap (nats), and the shift of A's and B's tokens' logprobs from A to B. \"run\": "
-        'logprobs recorded during the run (the logits that chose the token); "probe": asked afterwards '
-        "(servediff probe), an estimate whose method is listed."
-    )
-
-
-def drift(c: Comparison) -> str:
-    d = c.drift
-    if d is None:
-        return "not measured (needs logprobs recorded in both runs)."
-    return (
-        f"|Δ logprob| of the chosen token between {c.a} and {c.b} over "
-        f"{fmt.count(d.n)} shared tokens: median {fmt.small(d.median)}, p99 {fmt.small(d.p99)}, max "
-        f"{fmt.small(d.max)} nats."
-    )
-
-
-def hazard(c: Comparison) -> str:
-    h = c.hazard
-    if h is None:
-        return "no token counts in these records, so no per-token rate."
-    if h.upper_bound_only:
-        head = (
-            f"no divergence in {fmt.count(h.exposure)} tokens: rate < {fmt.rate(h.high_1000)} per 1,000 "
-            f"tokens (one-sided {h.confidence:.0%} upper bound)"
-        )
-        p = ", ".join(f"L={x.length}: < {fmt.prob(x.high)}" for x in h.horizons)
-    else:
-        head = (
-            f"{h.events} divergence(s) in {fmt.count(h.exposure)} tokens at risk: {fmt.rate(h.per_1000)} "
-            f"per 1,000 tokens (exact Poisson {h.confidence:.0%} CI "
-            f"{fmt.rate(h.low_1000)}–{fmt.rate(h.high_1000)})"
-        )
-        p = ", ".join(
-            f"L={x.length}: {fmt.prob(x.p)} ({fmt.prob(x.low)}–{fmt.prob(x.high)})" for x in h.horizons
-        )
-    tail = f"; {c.no_token_data} item(s) without token counts left out" if c.no_token_data else ""
-    return f"{head}. P(an L-token completion diverges): {p}{tail}."
-
-
-def precision(p: Precision) -> str:
-    ties = f"{p.exact_ties} exact top-1/top-2 tie(s) in {fmt.count(p.positions)} recorded positions"
-    if p.positions == 0:
-        return (
-            "no recorded top-k, so the logits' resolution is unknown; with bf16 logits (typical "
-            "on GPUs) a 0.1-nat threshold is only 1–3 rounding steps."
-        )
-    if not p.coarse:
-        what = p.dtype or "fine-grained logits (no sign of a coarse grid)"
-        return (
-            f"{what}; {ties}. Gaps here are exact to far below 0.001 nats, so the threshold is a "
-            "real margin. With bf16 logits (typical on GPUs) logprobs sit on a grid of about 1/32–1/8 nat "
-            "and a fixed 0.1-nat threshold misclassifies many ties."
-        )
-    step = f"{p.smallest_step:.3g}" if p.smallest_step else "unknown"
-    return (
-        f"coarse logits (bf16-like): {ties}; smallest non-zero step {step} nats. Gaps are also "
-        "given in these steps: a gap of 0–2 steps is a tie within rounding, whatever the threshold says."
-    )
-
-
-def sweep_intro() -> str:
-    return (
-        "The same configuration, the same prompts at temperature 0, repeated at each concurrency: how many "
-        "distinct completions does each prompt get across the repeats?"
     )
 
 

@@ -17,6 +17,11 @@ How to add a section
    ``report.markdown_doc`` and ``report.html_doc`` lay the tree out where each template marks
    the slot with ``{{ slot("<slot>", r) }}``; no template changes.
 
+Where Markdown and HTML need different layouts of one content (a dense table for report.md, a
+card per divergence for report.html), a section returns a ``PerFormat`` block holding both.
+The audit (``sections.audit``) is a page of its own, not a part of this report: its blocks are
+laid out by the same backends in ``render.audit_markdown`` and ``render.audit_html``.
+
 A section that has not been ported yet is still written in both templates; ported ones are
 only a ``slot(...)`` call there.
 """
@@ -31,24 +36,39 @@ from servediff.report.document import Block
 from servediff.report.model import Report
 from servediff.report.sections import (
     claims,
+    divergences,
     factors,
     identity,
     kl,
+    load,
     method,
     placements,
     quality,
     replicas,
     runs,
     sampled,
+    shadow,
     speed,
     summary,
+    sweep,
     verdicts,
+    why,
 )
 
 Section = Callable[[Report], tuple[Block, ...]]
 # Where on the page a section goes: each template marks these places with ``slot(...)``.
 Slot = Literal[
-    "top", "summary", "checks", "method", "identity", "factors", "sampled", "quality", "speed", "appendix"
+    "top",
+    "summary",
+    "checks",
+    "method",
+    "identity",
+    "factors",
+    "sampled",
+    "quality",
+    "divergence",
+    "speed",
+    "appendix",
 ]
 
 
@@ -63,6 +83,7 @@ class Entry:
 SECTIONS: tuple[Entry, ...] = (
     Entry("verdicts", verdicts.blocks, "top"),
     Entry("summary", summary.blocks, "summary"),
+    Entry("shadow", shadow.blocks, "summary"),
     Entry("claims", claims.blocks, "checks"),
     Entry("placements", placements.blocks, "checks"),
     Entry("replicas", replicas.blocks, "checks"),
@@ -72,6 +93,10 @@ SECTIONS: tuple[Entry, ...] = (
     Entry("factors", factors.blocks, "factors"),
     Entry("sampled", sampled.blocks, "sampled"),
     Entry("quality", quality.blocks, "quality"),
+    Entry("divergences", divergences.blocks, "divergence"),
+    Entry("why", why.blocks, "divergence"),
+    Entry("sweep", sweep.blocks, "divergence"),
+    Entry("load", load.blocks, "divergence"),
     Entry("speed", speed.blocks, "speed"),
     Entry("kl", kl.blocks, "speed"),
     Entry("runs", runs.blocks, "appendix"),

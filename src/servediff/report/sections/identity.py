@@ -6,9 +6,10 @@ items compared; then where the completions part (survival, gaps, agreement), as 
 
 from __future__ import annotations
 
+from servediff.compare.comparison import Comparison
 from servediff.report import figures, fmt
 from servediff.report.document import Block, Cell, Figure, Heading, Paragraph, Table, cell, code, spans
-from servediff.report.model import Comparison, Report
+from servediff.report.model import Report
 
 HEADER = ("suite", "A", "B", "kind", "identical", "errors left out")
 SURVIVAL = (

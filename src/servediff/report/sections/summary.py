@@ -6,10 +6,11 @@ one line (the verdict table above it gives one row per configuration).
 
 from __future__ import annotations
 
+from servediff.compare.comparison import Comparison
 from servediff.compare.quality import PairQuality
 from servediff.report import fmt, wording
 from servediff.report.document import Block, Bullets, Heading, Item, Paragraph, Spans, code, spans, strong
-from servediff.report.model import Claim, Comparison, Report
+from servediff.report.model import Claim, Report
 
 AT_MOST = 50  # divergence positions listed in a pair's summary line
 

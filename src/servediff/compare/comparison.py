@@ -1,0 +1,253 @@
+"""One comparison, finished: a control (a configuration against its own repeat) or a pair of
+configurations, with every divergence split where the texts part, its class, both sides' top-k
+and gaps and where they came from, the drift, the hazard and the survival curve.
+
+    servediff compare runs/*.jsonl --md report.md --html report.html   # "Every divergence", "Why"
+
+Each comparison's token alignment comes from ``compare.divergence`` (one alignment); its gaps,
+classes, drift and hazard from ``compare.mechanism`` (one gap, one class, one hazard, one
+threshold: ``options.near_tie``). The report's sections only lay these out.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+
+from servediff.compare.divergence import Divergence
+from servediff.compare.hazard import HazardView, kaplan_meier
+from servediff.compare.loader import ReportOptions
+from servediff.compare.mechanism import (
+    CLASSES,
+    RECORDED,
+    Distribution,
+    Drift,
+    Explanation,
+    PairMechanism,
+    Precision,
+    measure_pair,
+)
+from servediff.compare.sampled import is_sampled
+from servediff.compare.study import PairResult
+from servediff.compare.vocabulary import ControlVerdict, DivergenceClass, Kind
+from servediff.record import Item
+
+TopK = tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One side's numbers at a divergence: top-k, gap and where they came from."""
+
+    top: TopK
+    gap: float | None
+    source: str  # "recorded during the run" or "probe: <method>"
+    cite: str  # "run", "probe [n]" (footnote of the comparison's probe legend)
+    steps: float | None = None  # the gap in steps of a coarse logprob grid (None: not coarse)
+
+
+@dataclass(frozen=True, slots=True)
+class DivergenceView:
+    item_id: str
+    char_index: int
+    token_index: int | None
+    alignment: str
+    a_token: str | None  # the two diverging tokens as text (None: end of sequence / unknown)
+    b_token: str | None
+    prefix: str  # what both completions share before the first differing token (or character)
+    a_first: str  # A's first differing token (or character) as shown, and the rest of A
+    a_rest: str
+    b_first: str
+    b_rest: str
+    a_tokens: int | None
+    b_tokens: int | None
+    cls: DivergenceClass
+    note: str
+    a: Side | None
+    b: Side | None
+    a_probe: Side | None  # a probe beside a recorded side: shown to expose the probe's error
+    b_probe: Side | None
+    shift_a: float | None  # logprob of A's token under B minus under A
+    shift_b: float | None
+
+    @property
+    def prefix_length(self) -> int:
+        """Characters both completions share before the first differing token."""
+        return len(self.prefix)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeCheck:
+    """How far a probe's gap is from the gap recorded during the run, where both exist."""
+
+    label: str
+    n: int
+    max_gap_diff: float
+    top1_differs: int
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """A control (a configuration against its own repeat) or a pair of configurations."""
+
+    suite: str
+    a: str
+    b: str
+    kind: Kind
+    a_repeat: int
+    b_repeat: int
+    identical: int
+    total: int
+    errors: int  # left out: an engine error or no answer yet on either side
+    missing: int  # of errors: one side has not answered the item yet (an interrupted run)
+    # controls: "deterministic", "NOT deterministic", "nothing to compare"; sampled runs:
+    # "seeds honoured", "seeds NOT honoured"
+    verdict: ControlVerdict | None
+    threshold: float
+    divergences: tuple[DivergenceView, ...]
+    classes: tuple[tuple[DivergenceClass, int], ...]  # every class, in a fixed order, with its count
+    gap_median: float | None  # A's gap over the divergences that have one
+    gap_max: float | None
+    drift: Drift | None
+    hazard: HazardView | None
+    no_token_data: int  # items left out of the hazard
+    times: tuple[tuple[int, bool], ...]  # (tokens at risk, diverged): the hazard's own input
+    precision: Precision
+    probe_sources: tuple[str, ...]  # footnotes: "probe [n]" is probe_sources[n - 1]
+    probe_checks: tuple[ProbeCheck, ...]
+    # Sampled runs (temperature > 0): a control then checks that per-request seeds reproduce.
+    sampled: bool = False
+    # Kaplan–Meier from ``times``: (x, P(the first x tokens are identical)) at 0 and at each event.
+    survival: tuple[tuple[float, float], ...] = ()
+
+
+def comparison(p: PairResult, options: ReportOptions) -> Comparison:
+    m = measure_pair(p, options.probes, options.near_tie)
+    why = {e.point.item_id: e for e in m.explanations}
+    # Coarse logits (bf16): each gap is also given in steps of the logprob grid.
+    step = m.precision.smallest_step if m.precision.coarse else None
+    legend: list[str] = []
+    views = tuple(
+        divergence_view(d, (p.a_run.items[d.item_id], p.b_run.items[d.item_id]), why[d.item_id], legend, step)
+        for d in p.divergences
+    )
+    counts = Counter(v.cls for v in views)
+    gaps = sorted(v.a.gap for v in views if v.a is not None and v.a.gap is not None)
+    return Comparison(
+        suite=p.suite,
+        a=p.a,
+        b=p.b,
+        kind=p.kind,
+        a_repeat=p.a_run.header.repeat,
+        b_repeat=p.b_run.header.repeat,
+        identical=p.identical,
+        total=p.total,
+        errors=p.errors,
+        missing=p.missing,
+        verdict=control_verdict(p) if p.kind == "control" else None,
+        threshold=options.near_tie,
+        divergences=views,
+        classes=tuple((c, counts[c]) for c in CLASSES),
+        # An even count: the mean of the middle two (statistics.median), not the upper one.
+        gap_median=statistics.median(gaps) if gaps else None,
+        gap_max=gaps[-1] if gaps else None,
+        drift=m.drift,
+        hazard=HazardView.of(m.hazard),
+        no_token_data=m.no_token_data,
+        times=m.times,
+        precision=m.precision,
+        probe_sources=tuple(legend),
+        probe_checks=probe_checks(m),
+        sampled=is_sampled(p.a_run),
+        survival=tuple(zip(*kaplan_meier(m.times))),
+    )
+
+
+def control_verdict(p: PairResult) -> ControlVerdict:
+    if p.total == 0:
+        return "nothing to compare"
+    if is_sampled(p.a_run):  # sampled: identical texts say the engine honoured each draw's seed
+        return "seeds honoured" if p.identical == p.total else "seeds NOT honoured"
+    return "deterministic" if p.identical == p.total else "NOT deterministic"
+
+
+def _side(d: Distribution | None, legend: list[str], step: float | None) -> Side | None:
+    if d is None:
+        return None
+    steps = d.gap / step if step and d.gap is not None else None
+    if d.source == RECORDED:
+        return Side(d.top, d.gap, d.source, "run", steps)
+    if d.source not in legend:
+        legend.append(d.source)
+    return Side(d.top, d.gap, d.source, f"probe [{legend.index(d.source) + 1}]", steps)
+
+
+def _tokens_match_text(item: Item) -> bool:
+    return item.tokens is not None and "".join(item.tokens) == item.text
+
+
+def _split(d: Divergence, a: Item, b: Item) -> tuple[str, str, str, str, str]:
+    """prefix | A's first differing token | A's rest | B's token | B's rest; by character
+    when the records hold no token texts that spell the completion."""
+    t = d.token_index
+    if (
+        t is not None
+        and a.tokens is not None
+        and b.tokens is not None
+        and _tokens_match_text(a)
+        and (_tokens_match_text(b))
+    ):
+        prefix = "".join(a.tokens[:t])
+        a_first = a.tokens[t] if t < len(a.tokens) else ""
+        b_first = b.tokens[t] if t < len(b.tokens) else ""
+        return (
+            prefix,
+            a_first,
+            a.text[len(prefix) + len(a_first) :],
+            b_first,
+            b.text[len(prefix) + len(b_first) :],
+        )
+    c = d.char_index
+    return a.text[:c], a.text[c : c + 1], a.text[c + 1 :], b.text[c : c + 1], b.text[c + 1 :]
+
+
+def divergence_view(
+    d: Divergence, items: tuple[Item, Item], e: Explanation, legend: list[str], step: float | None
+) -> DivergenceView:
+    prefix, a_first, a_rest, b_first, b_rest = _split(d, *items)
+    return DivergenceView(
+        item_id=d.item_id,
+        char_index=d.char_index,
+        token_index=e.point.index,
+        alignment=e.point.alignment,
+        a_token=e.point.a_token,
+        b_token=e.point.b_token,
+        prefix=prefix,
+        a_first=a_first,
+        a_rest=a_rest,
+        b_first=b_first,
+        b_rest=b_rest,
+        a_tokens=d.a_tokens,
+        b_tokens=d.b_tokens,
+        cls=e.cls,
+        note=e.note,
+        a=_side(e.a, legend, step),
+        b=_side(e.b, legend, step),
+        a_probe=_side(e.a_probe, legend, step),
+        b_probe=_side(e.b_probe, legend, step),
+        shift_a=e.shift_a_token,
+        shift_b=e.shift_b_token,
+    )
+
+
+def probe_checks(m: PairMechanism) -> tuple[ProbeCheck, ...]:
+    out = []
+    for side, label in (("a", m.a), ("b", m.b)):
+        both = [(getattr(e, f"{side}_probe"), getattr(e, side)) for e in m.explanations]
+        both = [(p, r) for p, r in both if p is not None and r is not None]
+        diffs = [abs(p.gap - r.gap) for p, r in both if p.gap is not None and r.gap is not None]
+        if diffs:
+            flips = sum(1 for p, r in both if p.top[0][0] != r.top[0][0])
+            out.append(ProbeCheck(label, len(diffs), max(diffs), flips))
+    return tuple(out)
