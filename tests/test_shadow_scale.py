@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from servediff.compare.loader import load
+from servediff.compare.speed_table import speed_rows
 from servediff.compare.study import build_study
 from servediff.record import read_run
 from servediff.report import render
@@ -87,6 +88,23 @@ def test_the_lean_read_compares_exactly_like_the_ordinary_read(records: tuple[Pa
     )
     assert lp.noncomparable == ITEMS // 50 and lp.errors > 0 and 0 < lp.identical < lp.total
     assert lp.divergences == wp.divergences
+
+
+def test_speed_from_the_columns_read_with_the_items_equals_speed_from_the_items(
+    records: tuple[Path, Path],
+) -> None:
+    lean, _ = load(list(records))
+    whole = build_study([read_run(p) for p in records])
+    assert all(
+        r.columns is not None and len(r.columns) == len(r.items) for c in lean.configurations for r in c.runs
+    )
+    assert all(
+        r.columns is None for c in whole.configurations for r in c.runs
+    )  # computed from the items themselves
+    rows = speed_rows(lean, 1)
+    assert rows == speed_rows(whole, 1)
+    assert speed_rows(lean, 0) == speed_rows(whole, 0)  # the columns are read once, then the items
+    assert rows[1].latency and rows[1].warmup == 1 and rows[0].errors == 0 < rows[1].errors
 
 
 def test_lean_items_drop_the_input_and_share_equal_texts(records: tuple[Path, Path]) -> None:

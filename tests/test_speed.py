@@ -94,9 +94,9 @@ def test_tokens_per_second_agrees_with_the_servers_own_timings(timed: tuple[Run,
 def test_warmup_is_left_out_and_counted(timed: tuple[Run, list[float]]) -> None:
     record, _ = timed
     kept = speed.run_items(record, warmup=1)
-    assert kept.warmup == 1 and len(kept.samples) == 3
+    assert kept.warmup == 1 and len(kept) == 3
     first = min(record.items.values(), key=lambda it: (it.finished_at or 0) - it.latency_s)
-    assert first.id not in {s.key for s in kept.samples}  # the first request sent, not any other
+    assert first.id not in set(kept.keys)  # the first request sent, not any other
     report = build(*load([record.path], warmup=1))
     (view,) = report.speed
     assert (view.items, view.warmup, view.errors) == (3, 1, 0)

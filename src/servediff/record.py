@@ -33,6 +33,7 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from servediff import __version__
+from servediff.columns import Columns
 from servediff.suites.base import Score
 from servediff.types import Completion, SamplingParams
 
@@ -353,6 +354,9 @@ class Run:
     torn: int | None = None
     # True when the last kept line is complete but lacks its newline.
     unterminated: bool = False
+    # A lean read's per-item numbers for the speed statistics, one row per item line read (the
+    # speed statistics read them once and let them go).
+    columns: Columns | None = None
 
     @property
     def label(self) -> str:
@@ -434,6 +438,8 @@ def read_run(path: Path, lean: bool = False, beside: Sequence[Run] = ()) -> Run:
             run = Run(path=path, header=_parse_header(path, first), end=len(first))
             run.unterminated = not first.endswith(b"\n")
             lean = lean and "shadow" in run.header.extra
+            if lean:
+                run.columns = Columns()
             _read_items(run, f, lean, _partner(run, beside) if lean else None)
     finally:
         if was_enabled:
@@ -476,6 +482,8 @@ def _read_items(
             if lean:
                 _lean(item, partner.get(item.id) if partner is not None else None)
             run.items[item.id] = item
+            if run.columns is not None:
+                run.columns.add(item)
             if lean:  # the first item is read whole: the report names the prompts' form from it
                 decode = _LEAN_DECODER.decode
         run.end += len(line)

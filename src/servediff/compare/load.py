@@ -142,7 +142,7 @@ def _level(c: Configuration, base: Run, warmup: int, threshold: float) -> LoadLe
         mechanism=tuple((k, classes[k]) for k in mech.CLASSES if classes[k]),
         gap_median=float(np.median(gaps)) if gaps else None,
         tokens_per_s=rates[0] if rates else None,
-        latency=sp.percentiles([s.latency_s for s in items.samples]),
+        latency=sp.percentiles(items.latency),
         accuracy=accuracy(c.runs[0]) if is_scored(c.runs[0]) else None,
         step=None,
     )

@@ -32,18 +32,21 @@ resampling items would need 2,000 × n draws (16 GB at a million): then sums and
 ``BOOT_MAX`` random groups of items instead (a cluster bootstrap, Davison & Hinkley 1997 §3.8, as
 valid for a ratio of sums and a little wider), and a percentile's interval is the distribution-free
 order-statistic one (Conover 1999 §3.2: ranks n·q ± 1.96·√(n·q·(1−q)), the normal approximation
-of the binomial, close at these n).
+of the binomial, close at these n). There a speedup also pairs the two sides' items in B's order
+rather than sorting the keys (seconds at a million), so its groups differ from a sorted pairing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Literal
 
-import msgspec
 import numpy as np
 
+from servediff.columns import Columns
 from servediff.record import Item, Run
 
 RESAMPLES = 2000
@@ -66,27 +69,27 @@ class Interval:
     high: float
 
 
-class Sample(msgspec.Struct, frozen=True, gc=False):
-    """One finished item: what the speed numbers are made of. A msgspec struct, not a frozen
-    dataclass: one is built per item and run, and at a million items the dataclass's
-    ``object.__setattr__`` per field took seconds (1.36 µs against 0.09 µs each)."""
-
-    key: str  # the item id (and suite, where runs of several suites are pooled)
-    tokens: int
-    latency_s: float
-    ttft_s: float | None
-    itl_s: float | None
-    start: float | None  # epoch seconds the request went out (finished_at − latency)
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Items:
-    """A run's (or a configuration's pooled runs') items, after warm-up and errors are left out."""
+    """A run's (or a configuration's pooled runs') items, after warm-up and errors are left out,
+    as columns in the order the requests were sent: one float array per measure, not one object
+    per item (at a million items, building and reading per-item objects took seconds)."""
 
-    samples: tuple[Sample, ...]
+    keys: tuple[str, ...]  # the item ids (and suite, where runs of several suites are pooled)
+    tokens: np.ndarray  # output tokens (float: the statistics are ratios of sums)
+    latency: np.ndarray  # seconds, request sent → answer back
+    ttft: np.ndarray  # time to first token; NaN where not measured
+    itl: np.ndarray  # mean inter-token latency; NaN where not measured
+    start: np.ndarray  # epoch seconds the request went out (finished_at − latency); NaN: unknown
     warmup: int  # left out as warm-up
     errors: int  # left out because the engine failed
     in_flight: float | None  # mean requests in flight; None: unknown (concurrent, no timestamps)
+    # One run's (tokens, ms) by the engine's own clock, items that reported them; empty once pooled.
+    engine: tuple[np.ndarray, np.ndarray] = (np.empty(0), np.empty(0))
+    unique: bool = False  # each key once (one run's items)
+
+    def __len__(self) -> int:
+        return len(self.keys)
 
 
 # run_items of the runs alive now: the report asks for each run's items several times (views,
@@ -100,37 +103,66 @@ def run_items(run: Run, warmup: int, prefix: str = "") -> Items:
     key = (id(run), warmup, prefix)
     cached = _ITEMS.get(key)
     if cached is None or cached[0] is not run:
-        cached = _ITEMS[key] = (run, _run_items(run, warmup, prefix))
+        if prefix:  # the same items under other keys: computed from the run once
+            base = run_items(run, warmup)
+            items = dataclasses.replace(base, keys=tuple(prefix + k for k in base.keys))
+        else:
+            items = _run_items(run, warmup)
+        cached = _ITEMS[key] = (run, items)
     return cached[1]
 
 
-def _run_items(run: Run, warmup: int, prefix: str) -> Items:
-    found = [it for it in run.items.values() if it.error is None]
-    errors = len(run.items) - len(found)
+def _columns(run: Run) -> Columns:
+    """The run's per-item numbers: those its lean read gathered, if still one row per item."""
+    if run.columns is not None and len(run.columns) == len(run.items):
+        cols = run.columns
+        # Read once (run_items keeps what it made of them) and 64 bytes an item: at a million
+        # items per side the two sides' columns were the last 128 MB above 2 GiB of peak memory.
+        run.columns = None
+        return cols
+    cols = Columns()
+    for it in run.items.values():
+        cols.add(it)
+    return cols
+
+
+def _run_items(run: Run, warmup: int) -> Items:
+    cols = _columns(run)
+    ok = cols.array("error") == 0
+    latency, finished = cols.array("latency"), cols.array("finished")
     # An import without timings has no latency at all: no speed numbers rather than 0 ms.
-    found = [it for it in found if it.latency_s is not None]
-    timed = all(it.finished_at is not None for it in found)
-    if timed:
-        found.sort(key=lambda it: (it.finished_at or 0.0) - (it.latency_s or 0.0))
+    found = np.flatnonzero(ok & ~np.isnan(latency))
+    timed = not np.isnan(finished[found]).any()
+    ids = list(run.items)
+    if timed:  # by start time; a stable sort, as sorting the items themselves was
+        order = found[np.argsort(finished[found] - latency[found], kind="stable")]
     else:
-        order = {item_id: n for n, item_id in enumerate(run.header.suite.item_ids)}
-        found.sort(key=lambda it: order.get(it.id, len(order)))
-    kept = found[warmup:]
-    samples = tuple(
-        Sample(
-            prefix + it.id,
-            it.n_tokens or 0,
-            it.latency_s or 0.0,
-            it.ttft_s,
-            it.itl_s,
-            (it.finished_at - (it.latency_s or 0.0)) if it.finished_at is not None else None,
-        )
-        for it in kept
+        rank = {item_id: n for n, item_id in enumerate(run.header.suite.item_ids)}
+        ranks = np.fromiter((rank.get(ids[i], len(rank)) for i in found.tolist()), np.int64, len(found))
+        order = found[np.argsort(ranks, kind="stable")]
+    kept = order[warmup:]
+    flight = None
+    if not timed:
+        values = list(run.items.values())
+        flight = batched_in_flight([values[i] for i in kept.tolist()])
+    n, ms = cols.array("engine_n")[kept], cols.array("engine_ms")[kept]
+    reported = ~np.isnan(n)
+    items = Items(
+        keys=tuple(map(ids.__getitem__, kept.tolist())),
+        tokens=cols.array("tokens")[kept],
+        latency=latency[kept],
+        ttft=cols.array("ttft")[kept],
+        itl=cols.array("itl")[kept],
+        start=(finished[kept] - latency[kept]) if timed else np.full(len(kept), np.nan),
+        warmup=len(found) - len(kept),
+        errors=int(len(ok) - ok.sum()),
+        in_flight=None,
+        engine=(n[reported], ms[reported]),
+        unique=True,
     )
-    flight = batched_in_flight(kept) if not timed else None
     if flight is None:
-        flight = in_flight(samples, run.header.concurrency)
-    return Items(samples, len(found) - len(kept), errors, flight)
+        flight = in_flight(items, run.header.concurrency)
+    return dataclasses.replace(items, in_flight=flight)
 
 
 def batched_in_flight(items: Sequence[Item]) -> float | None:
@@ -146,15 +178,15 @@ def batched_in_flight(items: Sequence[Item]) -> float | None:
     return sum(it.latency_s or 0.0 for it in items) / wall if wall > 0 else None
 
 
-def in_flight(samples: Sequence[Sample], concurrency: int) -> float | None:
+def in_flight(items: Items, concurrency: int) -> float | None:
     """Σ latency / wall (first start → last finish): the mean number of requests in flight."""
-    if not samples:
+    if not len(items):
         return None
-    if any(s.start is None for s in samples):
+    if np.isnan(items.start).any():
         return 1.0 if concurrency == 1 else None
-    first = min(s.start or 0.0 for s in samples)
-    last = max((s.start or 0.0) + s.latency_s for s in samples)
-    busy = sum(s.latency_s for s in samples)
+    first = float(items.start.min())
+    last = float((items.start + items.latency).max())
+    busy = sum(items.latency.tolist())  # summed in order, as the reports before columns did
     return busy / (last - first) if last > first else None
 
 
@@ -162,13 +194,26 @@ def pooled(parts: Sequence[Items]) -> Items:
     """Several runs as one sample (repeats; or suites, keyed apart). In-flight: latency-weighted."""
     if len(parts) == 1:
         return parts[0]
-    samples = tuple(s for p in parts for s in p.samples)
-    known = [(p.in_flight, sum(s.latency_s for s in p.samples)) for p in parts if p.samples]
+    known = [(p.in_flight, sum(p.latency.tolist())) for p in parts if len(p)]
     flight: float | None = None
     if known and all(f is not None for f, _ in known):
         weight = sum(w for _, w in known) or float(len(known))  # all latencies 0: equal weights
         flight = sum((f or 0.0) * (w or 1.0) for f, w in known) / weight
-    return Items(samples, sum(p.warmup for p in parts), sum(p.errors for p in parts), flight)
+
+    def joined(name: str) -> np.ndarray:
+        return np.concatenate([getattr(p, name) for p in parts])
+
+    return Items(
+        keys=tuple(k for p in parts for k in p.keys),
+        tokens=joined("tokens"),
+        latency=joined("latency"),
+        ttft=joined("ttft"),
+        itl=joined("itl"),
+        start=joined("start"),
+        warmup=sum(p.warmup for p in parts),
+        errors=sum(p.errors for p in parts),
+        in_flight=flight,
+    )
 
 
 def _interval(value: float, draws: np.ndarray) -> Interval:
@@ -212,25 +257,24 @@ def rates(items: Items) -> tuple[Interval, Interval] | None:
 
 
 def _rates(items: Items) -> tuple[Interval, Interval] | None:
-    s, flight = items.samples, items.in_flight
-    if not s or flight is None:
+    flight, n = items.in_flight, len(items)
+    if not n or flight is None:
         return None
-    tokens = np.array([x.tokens for x in s], dtype=float)
-    latency = np.array([x.latency_s for x in s], dtype=float)
+    tokens, latency = items.tokens, items.latency
     if latency.sum() <= 0:
         return None
     rng = np.random.default_rng(SEED)
-    sums = _resampled_sums(_grouped(np.column_stack([tokens, latency, np.ones(len(s))]), rng), rng)
+    sums = _resampled_sums(_grouped(np.column_stack([tokens, latency, np.ones(n)]), rng), rng)
     busy = sums[:, 1]
     tok = _interval(tokens.sum() / latency.sum() * flight, sums[:, 0] / busy * flight)
-    req = _interval(len(s) / latency.sum() * flight, sums[:, 2] / busy * flight)
+    req = _interval(n / latency.sum() * flight, sums[:, 2] / busy * flight)
     return tok, req
 
 
-def percentiles(values: Sequence[float]) -> tuple[Interval, ...]:
+def percentiles(values: Sequence[float] | np.ndarray) -> tuple[Interval, ...]:
     """p50, p90, p99 of ``values`` with bootstrap intervals (empty: no values); past BOOT_MAX
     values, order-statistic intervals (see the module's docstring)."""
-    if not values:
+    if not len(values):
         return ()
     x = np.array(values, dtype=float)
     point = np.percentile(x, PERCENTILES)
@@ -249,8 +293,8 @@ def _order_interval(x: np.ndarray, value: float, q: float) -> Interval:
     return Interval(value, float(ends[lo]), float(ends[hi]))
 
 
-def mean(values: Sequence[float]) -> Interval | None:
-    if not values:
+def mean(values: Sequence[float] | np.ndarray) -> Interval | None:
+    if not len(values):
         return None
     x = np.array(values, dtype=float)
     rng = np.random.default_rng(SEED)
@@ -270,18 +314,8 @@ def speedup(a: Items, b: Items) -> Interval | None:
 def _speedup(a: Items, b: Items) -> Interval | None:
     if a.in_flight is None or b.in_flight is None:
         return None
-    rows_a, cols_a = _per_key(a.samples)
-    rows_b, cols_b = _per_key(b.samples)
-    keys = sorted(rows_a.keys() & rows_b.keys())
-    if not keys:
-        return None
-    # (tokens A, latency A, tokens B, latency B) per shared key, in key order.
-    picked = [
-        cols[np.fromiter(map(rows.__getitem__, keys), np.intp, len(keys))]
-        for rows, cols in ((rows_a, cols_a), (rows_b, cols_b))
-    ]
-    arr = np.column_stack(picked)
-    if arr[:, 1].sum() <= 0 or arr[:, 3].sum() <= 0 or arr[:, 0].sum() <= 0:
+    arr = _paired(a, b)
+    if not len(arr) or arr[:, 1].sum() <= 0 or arr[:, 3].sum() <= 0 or arr[:, 0].sum() <= 0:
         return None
     scale = b.in_flight / a.in_flight
 
@@ -294,22 +328,40 @@ def _speedup(a: Items, b: Items) -> Interval | None:
     return _interval(float(ratio(arr.sum(axis=0))), draws[np.isfinite(draws)])
 
 
-def _per_key(samples: Sequence[Sample]) -> tuple[dict[str, int], np.ndarray]:
-    """key → its row, and the rows: (tokens, latency) summed over the key's samples in order.
+def _paired(a: Items, b: Items) -> np.ndarray:
+    """(tokens A, latency A, tokens B, latency B) per key both have: in key order, or past
+    BOOT_MAX keys of one run each, in B's order (sorting a million keys took seconds)."""
+    if a.unique and b.unique and min(len(a), len(b)) > BOOT_MAX:
+        rows_a = dict(zip(a.keys, range(len(a))))
+        at = np.fromiter(map(rows_a.get, b.keys, repeat(-1)), np.intp, len(b))
+        both = at >= 0
+        at = at[both]
+        return np.column_stack([a.tokens[at], a.latency[at], b.tokens[both], b.latency[both]])
+    rows_a, cols_a = _per_key(a)
+    rows_b, cols_b = _per_key(b)
+    keys = sorted(rows_a.keys() & rows_b.keys())
+    picked = [
+        cols[np.fromiter(map(rows.__getitem__, keys), np.intp, len(keys))]
+        for rows, cols in ((rows_a, cols_a), (rows_b, cols_b))
+    ]
+    return np.column_stack(picked) if keys else np.empty((0, 4))
+
+
+def _per_key(items: Items) -> tuple[dict[str, int], np.ndarray]:
+    """key → its row, and the rows: (tokens, latency) summed over the key's items in order.
     One dict per side, not one per column: at a million keys each dict is ~80 MB."""
-    n = len(samples)
-    rows = dict(zip((s.key for s in samples), range(n)))
+    n = len(items)
+    rows = dict(zip(items.keys, range(n)))
     if len(rows) == n:  # each key once (no repeats pooled): nothing to add up
-        tokens = np.fromiter((s.tokens for s in samples), float, n)
-        return rows, np.column_stack([tokens, np.fromiter((s.latency_s for s in samples), float, n)])
+        return rows, np.column_stack([items.tokens, items.latency])
     rows = {}
     sums: list[list[float]] = []
-    for s in samples:
-        row = rows.setdefault(s.key, len(sums))
+    for key, tokens, latency in zip(items.keys, items.tokens.tolist(), items.latency.tolist()):
+        row = rows.setdefault(key, len(sums))
         if row == len(sums):
             sums.append([0.0, 0.0])
-        sums[row][0] += s.tokens
-        sums[row][1] += s.latency_s
+        sums[row][0] += tokens
+        sums[row][1] += latency
     return rows, np.array(sums, dtype=float)
 
 
@@ -319,15 +371,10 @@ def engine_decode_rate(runs: Sequence[Run], warmup: int) -> float | None:
     ``timings`` (predicted_n / predicted_ms, llama.cpp's C++ server)."""
     n = ms = 0.0
     for run in runs:
-        # In record order: a set's order follows the per-process string hash, and a float sum
+        # In the order sent, never a set's: a set's order follows the per-process string hash, and a float sum
         # in another order can differ in its last bit from one run of the report to the next.
-        keep = dict.fromkeys(s.key for s in run_items(run, warmup).samples)
-        for item_id in keep:
-            t = run.items[item_id].metadata.get("engine_timings") or {}
-            if "eval_n" in t and "eval_ms" in t:
-                n, ms = n + float(t["eval_n"]), ms + float(t["eval_ms"])
-            elif "predicted_n" in t and "predicted_ms" in t:
-                n, ms = n + float(t["predicted_n"]), ms + float(t["predicted_ms"])
+        tokens, millis = run_items(run, warmup).engine
+        n, ms = sum(tokens.tolist(), n), sum(millis.tolist(), ms)
     return n / ms * 1000 if ms > 0 else None
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from servediff.compare import speed as sp
 from servediff.compare.loader import is_sweep
 from servediff.compare.study import Configuration, Study
@@ -72,15 +74,15 @@ def _row(c: Configuration, ref: Configuration | None, warmup: int) -> SpeedRow:
         sweep=sweep,
         concurrency=c.runs[0].header.concurrency,
         runs=len(c.runs),
-        items=len(items.samples),
+        items=len(items),
         warmup=items.warmup,
         errors=items.errors,
         in_flight=items.in_flight,
         tokens_per_s=rates[0] if rates else None,
         requests_per_s=rates[1] if rates else None,
-        latency=sp.percentiles([s.latency_s for s in items.samples]),
-        ttft=sp.percentiles([s.ttft_s for s in items.samples if s.ttft_s is not None]),
-        itl=sp.mean([s.itl_s for s in items.samples if s.itl_s is not None]),
+        latency=sp.percentiles(items.latency),
+        ttft=sp.percentiles(items.ttft[~np.isnan(items.ttft)]),
+        itl=sp.mean(items.itl[~np.isnan(items.itl)]),
         engine_tokens_per_s=sp.engine_decode_rate(c.runs, warmup),
         reference=against.label if against is not None else None,
         speedup=sp.speedup(items_of(against, warmup), items) if against is not None else None,
