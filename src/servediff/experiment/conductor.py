@@ -207,7 +207,7 @@ def take_probes(
 
 # --- the whole experiment --------------------------------------------------------------------
 @contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM unwinds like Ctrl-C, so the engine that is up gets stopped, not orphaned."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -310,7 +310,7 @@ def run_experiment(
     exp.output.mkdir(parents=True, exist_ok=True)
     for line in end_survivors(exp.output / LEDGER):
         say(f"warning: {line}")
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         executor(Job(exp, slots, probes, suites, progress), outcome)
     outcome.model = write_report(
         exp, [s.path for s in slots if s.path.is_file()], [p.path for p in probes if p.path.is_file()]

@@ -164,20 +164,25 @@ def session(exp: Experiment, config: ConfigSpec) -> Iterator[Session]:
 def _replica(exp: Experiment, config: ConfigSpec, n: int) -> Iterator[RunningServer]:
     """One launched copy of the configuration (replica 0 keeps the log name of a single server)."""
     assert config.launch is not None
-    model_path = str(exp.model_path) if exp.model_path else _default_model_path_or_empty(config)
     log = exp.output / "logs" / f"{file_stem(config.label)}.{config.digest}{f'.rep{n}' if n else ''}.log"
     say(f"[{config.label}] starting: {' '.join(redact_argv(config.launch.argv))}")
     # The server must not outlive the experiment, or a cluster worker, that is killed. The
     # kernel's signal follows the thread that started the server: only the main thread, or a
     # cluster worker's, lives as long as the server must.
     orphan_proof = placed() is not None or threading.current_thread() is threading.main_thread()
-    values = Placeholders(exp.model, model_path)
+    values = placeholders(exp, config)
     with launched(config, log, exp.model, values, orphan_proof, exp.output / LEDGER) as server:
         say(
             f"[{config.label}] healthy after {server.startup_s:.1f} s on port {server.port}, serves "
             f"{list(server.served)}, version {server.version or 'not exposed'}; log {log}"
         )
         yield server
+
+
+def placeholders(exp: Experiment, config: ConfigSpec) -> Placeholders:
+    """What a launch line's placeholders become: the served model id and the file it loads."""
+    model_path = str(exp.model_path) if exp.model_path else _default_model_path_or_empty(config)
+    return Placeholders(exp.model, model_path)
 
 
 def template_path(exp: Experiment, config: ConfigSpec) -> Path | None:

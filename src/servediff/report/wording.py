@@ -151,11 +151,6 @@ def first_divergence_spread(f: FirstDivergences) -> str:
     return f"{q[1]:g} [{q[0]:g}, {q[2]:g}]{unknown}"
 
 
-def within_share(f: FirstDivergences, tokens: int) -> str:
-    x = dict(f.within)[tokens]
-    return "n/a" if x is None else f"{fmt.pp(x)} %"
-
-
 def sizing_intro(s: Sampled) -> str:
     """What the items × draws table means (Miller's variance with k draws per item)."""
     return (

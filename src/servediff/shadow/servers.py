@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servediff.experiment.conductor import _sigterm_as_interrupt
+from servediff.experiment.conductor import sigterm_as_interrupt
 from servediff.experiment.ledger import end_survivors
-from servediff.experiment.lifecycle import Placeholders, RunningServer, launched
-from servediff.experiment.session import LEDGER, _default_model_path_or_empty, say
+from servediff.experiment.lifecycle import RunningServer, launched
+from servediff.experiment.session import LEDGER, placeholders, say
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import ConfigSpec, Experiment
 from servediff.filename import file_stem
@@ -75,7 +75,7 @@ def launched_pair(exp: Experiment, out: Path, candidate: str | None) -> Iterator
     out.mkdir(parents=True, exist_ok=True)
     for line in end_survivors(out / LEDGER):
         say(f"warning: {line}")
-    with _sigterm_as_interrupt(), ExitStack() as stack:
+    with sigterm_as_interrupt(), ExitStack() as stack:
         up = [Launched(c, stack.enter_context(_server(exp, c, out))) for c in (primary, other)]
         yield up[0], up[1]
     say("shadow: both servers stopped")
@@ -84,12 +84,11 @@ def launched_pair(exp: Experiment, out: Path, candidate: str | None) -> Iterator
 @contextmanager
 def _server(exp: Experiment, config: ConfigSpec, out: Path) -> Iterator[RunningServer]:
     assert config.launch is not None  # sides() checked
-    model_path = str(exp.model_path) if exp.model_path else _default_model_path_or_empty(config)
     log = out / "logs" / f"{file_stem(config.label)}.log"
     say(f"[{config.label}] starting: {' '.join(redact_argv(config.launch.argv))}")
     # The kernel's parent-death signal follows the thread that started the server.
     orphan_proof = threading.current_thread() is threading.main_thread()
-    values = Placeholders(exp.model, model_path)
+    values = placeholders(exp, config)
     with launched(config, log, exp.model, values, orphan_proof, out / LEDGER) as server:
         say(f"[{config.label}] healthy after {server.startup_s:.1f} s on {server.base_url}; log {log}")
         yield server
