@@ -37,8 +37,13 @@ sd() { python3 -m servediff "$@"; }
 # A joined file in the cache is hashed in full before its first use (a registry name is trusted
 # only through its SHA-256); fetch prints the verified path.
 q05=$(sd models fetch qwen2.5-coder-0.5b 2>>"$root/qwen.log" | tail -1)
-q15=$(sd models fetch qwen2.5-coder-1.5b 2>>"$root/qwen.log" | tail -1)
-[ -f "$q05" ] && [ -f "$q15" ] || { say "both models must be in the cache (servediff models fetch …)"; exit 2; }
+PHASES=" ${PHASES:-speed tuned gsm8k15 load05 knobs05} "
+q15=  # the 1.5B only where a phase runs it (speed, load05 and knobs05 need the 0.5B alone)
+if [[ $PHASES == *" tuned "* || $PHASES == *" gsm8k15 "* || $PHASES == *" gate15 "* || $PHASES == *" draft15 "* ]]; then
+    q15=$(sd models fetch qwen2.5-coder-1.5b 2>>"$root/qwen.log" | tail -1)
+    [ -f "$q15" ] || { say "the 1.5B must be in the cache (servediff models fetch qwen2.5-coder-1.5b)"; exit 2; }
+fi
+[ -f "$q05" ] || { say "the 0.5B must be in the cache (servediff models fetch qwen2.5-coder-0.5b)"; exit 2; }
 pids=()
 stop_all() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done; }
 trap stop_all EXIT
@@ -46,8 +51,7 @@ trap stop_all EXIT
 # The experiment files as they are, with the joined models' paths (and, for a rehearsal on a CPU,
 # the smaller sizes and -ngl 0 of study_file.py's STUDY_* variables).
 STUDY_MODEL=$q05 python3 scripts/gpu/study_file.py examples/llama-server-gpu-speed.toml "$root/speed.toml" || exit 2
-STUDY_MODEL=$q15 python3 scripts/gpu/study_file.py examples/qwen-gpu-tuned.toml "$root/tuned.toml" || exit 2
-PHASES=" ${PHASES:-speed tuned gsm8k15 load05 knobs05} "
+if [ -n "$q15" ]; then STUDY_MODEL=$q15 python3 scripts/gpu/study_file.py examples/qwen-gpu-tuned.toml "$root/tuned.toml" || exit 2; fi
 pack() {  # pack PHASE: ROOT/PHASE.tar.xz of ROOT/PHASE and its log
     tar -C "$root" -cf - "$1" $(cd "$root" && ls "$1".log "$1".toml 2>/dev/null) | xz -T0 -6 >"$root/$1.tar.xz"
     say "$1: packed ($(stat -c %s "$root/$1.tar.xz") B)"
