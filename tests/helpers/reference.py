@@ -94,6 +94,20 @@ STUDIES = (
         " + prompt cache",
         ordered=True,
     ),
+    # docs/gpu-h200-load.md, second session: the speed sweep (CPU against backend sampling) and
+    # GSM8K at 32 in flight against 1.
+    ReferenceStudy(
+        "gpu-load-speed",
+        "docs/gpu-h200-load/sweep2.tar.xz",
+        ("speed/runs/*/*.jsonl", "speed/sweep/*/*.jsonl"),
+        title="llama-server on a GPU under load, no logprobs: the throughput each level of concurrency buys",
+    ),
+    ReferenceStudy(
+        "gpu-load-gsm8k",
+        "docs/gpu-h200-load/sweep2.tar.xz",
+        ("load05/np32-c1.jsonl", "load05/np32-c32.jsonl"),
+        ordered=True,
+    ),
 )
 
 
