@@ -8,7 +8,7 @@ all of its tokens (censored). Under a constant per-token rate λ the number of e
 exposure E (tokens at risk) is Poisson(λE), so λ̂ = events / E with the exact (Garwood) interval
 from the Gamma/chi-square quantiles. The implied probability that an L-token completion diverges
 is 1 − exp(−λL): it is why a 1-token multiple-choice answer rarely flips while a 300-token answer
-often does. Pure functions; scipy for the quantiles.
+often does. Pure functions; scipy.special for the quantiles.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-
-from scipy.stats import chi2
 
 HORIZONS = (1, 10, 300)
 
@@ -71,10 +69,19 @@ def poisson_rate_interval(events: int, exposure: float, confidence: float = 0.95
         raise ValueError("events must be >= 0")
     alpha = 1 - confidence
     if events == 0:
-        return 0.0, float(chi2.ppf(confidence, 2)) / 2 / exposure
-    lower = float(chi2.ppf(alpha / 2, 2 * events)) / 2 / exposure
-    upper = float(chi2.ppf(1 - alpha / 2, 2 * events + 2)) / 2 / exposure
+        return 0.0, _chi2_ppf(confidence, 2) / 2 / exposure
+    lower = _chi2_ppf(alpha / 2, 2 * events) / 2 / exposure
+    upper = _chi2_ppf(1 - alpha / 2, 2 * events + 2) / 2 / exposure
     return lower, upper
+
+
+def _chi2_ppf(q: float, df: int) -> float:
+    """``scipy.stats.chi2.ppf(q, df)`` for 0 < q < 1, computed as scipy.stats computes it
+    (2 · gammaincinv(df / 2, q)), so to the same bits: importing scipy.stats costs ~0.6 s of every
+    compare, scipy.special a third of that."""
+    from scipy.special import gammaincinv
+
+    return 2 * float(gammaincinv(df / 2, q))
 
 
 def estimate(events: int, exposure: int, confidence: float = 0.95) -> Hazard:
