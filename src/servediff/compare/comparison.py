@@ -243,9 +243,12 @@ def divergence_view(
 
 def probe_checks(m: PairMechanism) -> tuple[ProbeCheck, ...]:
     out = []
-    for side, label in (("a", m.a), ("b", m.b)):
-        both = [(getattr(e, f"{side}_probe"), getattr(e, side)) for e in m.explanations]
-        both = [(p, r) for p, r in both if p is not None and r is not None]
+    sides = (
+        (m.a, [(e.a_probe, e.a) for e in m.explanations if e.a_probe is not None]),
+        (m.b, [(e.b_probe, e.b) for e in m.explanations if e.b_probe is not None]),
+    )
+    for label, probed in sides:
+        both = [(p, r) for p, r in probed if r is not None]
         diffs = [abs(p.gap - r.gap) for p, r in both if p.gap is not None and r.gap is not None]
         if diffs:
             flips = sum(1 for p, r in both if p.top[0][0] != r.top[0][0])

@@ -376,14 +376,21 @@ def measure_pair(
         ia, ib = pair.a_run.items.get(item_id), pair.b_run.items.get(item_id)
         if ia is None or ib is None or ia.error or ib.error:
             continue
-        used += [ia, ib]
+        # Only items with logprobs count for the precision and the drift: at a million items
+        # without any, listing every item and asking each for its deltas cost seconds.
+        if ia.logprobs is not None:
+            used.append(ia)
+        if ib.logprobs is not None:
+            used.append(ib)
+        both = ia.logprobs is not None and ib.logprobs is not None
         p = points.get(item_id)
         times.append(survival_time(ia, ib, p))
         if p is None:
-            deltas += shared_deltas(ia, ib, None)
+            if both:
+                deltas += shared_deltas(ia, ib, None)
             continue
         explanations.append(explain(p, (ia, ib), entries, threshold, sampled))
-        if p.index is not None:
+        if p.index is not None and both:
             deltas += shared_deltas(ia, ib, p.index)
     hazard, left_out = pair_hazard(times)
     return PairMechanism(

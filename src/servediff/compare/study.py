@@ -89,7 +89,9 @@ def compare_runs(a: Run, b: Run, kind: Kind) -> PairResult:
             noncomparable += 1
             continue
         total += 1
-        d = find_divergence(item_id, ia, ib)
+        # find_divergence is None exactly when the texts are equal: most items of a large record,
+        # and at a million of them the two calls it saves were a second.
+        d = None if ia.text == ib.text else find_divergence(item_id, ia, ib)
         if d is None:
             identical += 1
         else:
