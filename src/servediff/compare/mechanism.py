@@ -372,8 +372,9 @@ def measure_pair(
     used: list[Item] = []
     points = {d.item_id: d.token for d in pair.divergences}  # the study's one token alignment
     sampled = is_sampled(pair.a_run)
+    a_get, b_get = pair.a_run.items.get, pair.b_run.items.get  # once, not per item (1M of them)
     for item_id in pair.a_run.header.suite.item_ids:
-        ia, ib = pair.a_run.items.get(item_id), pair.b_run.items.get(item_id)
+        ia, ib = a_get(item_id), b_get(item_id)
         if ia is None or ib is None or ia.error or ib.error:
             continue
         # Only items with logprobs count for the precision and the drift: at a million items
