@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+import msgspec
 import numpy as np
 
 from servediff.compare import hazard as hz
@@ -187,7 +188,7 @@ def explain(
         # The runs hold no token texts; a probe that asked the server's detokenizer knows them.
         named = [e.tokens for side in "ab" if (e := probes.get((p.item_id, side))) and e.tokens]
         if named:
-            p = dataclasses.replace(p, a_token=named[0][0], b_token=named[0][1])
+            p = msgspec.structs.replace(p, a_token=named[0][0], b_token=named[0][1])
     rec_a, rec_b = recorded(items[0], index), recorded(items[1], index)
     probe_a, probe_b = from_probe(probes.get((p.item_id, "a"))), from_probe(probes.get((p.item_id, "b")))
     a, b = rec_a or probe_a, rec_b or probe_b
