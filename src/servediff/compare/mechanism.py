@@ -75,8 +75,8 @@ class ProbeEntry:
     tokens: tuple[str | None, str | None] | None = None  # A's, B's token text (retokenized runs)
 
 
-@dataclass(frozen=True, slots=True)
-class Explanation:
+# A msgspec struct, as Point is: one per divergence (see compare.divergence).
+class Explanation(msgspec.Struct, frozen=True, gc=False):
     point: Point
     a: Distribution | None
     b: Distribution | None
