@@ -90,6 +90,27 @@ def test_the_lean_read_compares_exactly_like_the_ordinary_read(records: tuple[Pa
     assert lp.divergences == wp.divergences
 
 
+def _without_lines(path: Path, every: int) -> None:
+    """Drop every ``every``-th item line: requests that side never answered (missing items)."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join([lines[0], *(line for n, line in enumerate(lines[1:]) if n % every != 5)]))
+
+
+def test_a_lean_compare_reports_exactly_what_a_whole_read_reports(tmp_path: Path) -> None:
+    """The whole report (Markdown and --json), not only the pair's counts: items that differ,
+    engine errors, non-comparable items and items one side or the other never answered."""
+    a, b = write_records(tmp_path, seed=11)
+    _without_lines(b, 211)
+    _without_lines(a, 307)
+    lean, options = load([a, b])
+    whole = build_study([read_run(p) for p in (a, b)])
+    (lp,) = lean.pairs
+    assert lp.missing > 0 and lp.errors > lp.missing and lp.noncomparable > 0 and lp.divergences
+    lean_report, whole_report = build(lean, options), build(whole, options)
+    assert render.summary(lean_report) == render.summary(whole_report)
+    assert render.markdown(lean_report) == render.markdown(whole_report)
+
+
 def test_speed_from_the_columns_read_with_the_items_equals_speed_from_the_items(
     records: tuple[Path, Path],
 ) -> None:

@@ -140,6 +140,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from servediff.compare.loader import load
     from servediff.compare.study import require_comparison
+    from servediff.gcpause import gc_paused
     from servediff.report import render
     from servediff.report.assembly import build
 
@@ -156,7 +157,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # The records stay alive to the end: moving them out of the cyclic GC's view keeps its
     # full collections from re-scanning 100,000s of items while the report model allocates.
     gc.freeze()
-    report = build(study, options)
+    with gc_paused():
+        report = build(study, options)
     if args.json:
         render.write_reports(report, render.Outputs(md=args.md))
         print(json.dumps(render.summary(report), indent=2))

@@ -464,13 +464,22 @@ def _read_items(
 ) -> None:
     # Streamed line by line (not readlines()): a 100,000-item file never sits in memory twice.
     # Lines stay bytes: pydantic parses them directly, and a bad line is diagnosed only then.
+    # A million lines a side pass through here, so the loop keeps to locals (what it tracks per
+    # line, the end of the complete lines and the last one's newline, is set on ``run`` once) and
+    # a blank line is found by the decoder refusing it, not by a check on every line.
     shared: dict[int, int] = {}
     decode = _DECODER.decode
-    for n, line in enumerate(lines, 2):
-        if not line.isspace():
+    items, columns = run.items, run.columns
+    other = partner.get if partner is not None else _NO_PARTNER.get
+    end, last = run.end, None
+    try:
+        for n, line in enumerate(lines, 2):
             try:
                 item = decode(line)
             except msgspec.DecodeError:
+                if line.isspace():
+                    end, last = end + len(line), line
+                    continue
                 try:
                     item = _lax(line)
                 except ValidationError as exc:
@@ -478,16 +487,23 @@ def _read_items(
                         run.torn = n  # only the last line can lack a newline: that item is not done
                         return
                     raise RecordError(_line_problem(run.path, n, line, exc)) from exc
-            _share(item, shared)
+            if item.token_ids or item.tokens:
+                _share(item, shared)
             if lean:
-                _lean(item, partner.get(item.id) if partner is not None else None)
-            run.items[item.id] = item
-            if run.columns is not None:
-                run.columns.add(item)
-            if lean:  # the first item is read whole: the report names the prompts' form from it
+                _lean(item, other(item.id))
+                # The first item is read whole: the report names the prompts' form from it.
                 decode = _LEAN_DECODER.decode
-        run.end += len(line)
-        run.unterminated = not line.endswith(b"\n")
+            items[item.id] = item
+            if columns is not None:
+                columns.add(item)
+            end, last = end + len(line), line
+    finally:
+        run.end = end
+        if last is not None:
+            run.unterminated = not last.endswith(b"\n")
+
+
+_NO_PARTNER: dict[str, Item] = {}
 
 
 def _lax(line: bytes) -> Item:

@@ -128,8 +128,9 @@ def comparison(p: PairResult, options: ReportOptions) -> Comparison:
     # Coarse logits (bf16): each gap is also given in steps of the logprob grid.
     step = m.precision.smallest_step if m.precision.coarse else None
     legend: list[str] = []
+    a_items, b_items = p.a_run.items, p.b_run.items
     views = tuple(
-        divergence_view(d, (p.a_run.items[d.item_id], p.b_run.items[d.item_id]), why[d.item_id], legend, step)
+        divergence_view(d, (a_items[d.item_id], b_items[d.item_id]), why[d.item_id], legend, step)
         for d in p.divergences
     )
     counts = Counter(v.cls for v in views)
@@ -232,10 +233,11 @@ def divergence_view(
         b_tokens=d.b_tokens,
         cls=e.cls,
         note=e.note,
-        a=_side(e.a, legend, step),
-        b=_side(e.b, legend, step),
-        a_probe=_side(e.a_probe, legend, step),
-        b_probe=_side(e.b_probe, legend, step),
+        # Most sides are None (no top-k measured): asked here, not in a call each (300,000 views).
+        a=None if e.a is None else _side(e.a, legend, step),
+        b=None if e.b is None else _side(e.b, legend, step),
+        a_probe=None if e.a_probe is None else _side(e.a_probe, legend, step),
+        b_probe=None if e.b_probe is None else _side(e.b_probe, legend, step),
         shift_a=e.shift_a_token,
         shift_b=e.shift_b_token,
     )
@@ -243,9 +245,12 @@ def divergence_view(
 
 def probe_checks(m: PairMechanism) -> tuple[ProbeCheck, ...]:
     out = []
-    for side, label in (("a", m.a), ("b", m.b)):
-        both = [(getattr(e, f"{side}_probe"), getattr(e, side)) for e in m.explanations]
-        both = [(p, r) for p, r in both if p is not None and r is not None]
+    sides = (
+        (m.a, [(e.a_probe, e.a) for e in m.explanations if e.a_probe is not None]),
+        (m.b, [(e.b_probe, e.b) for e in m.explanations if e.b_probe is not None]),
+    )
+    for label, probed in sides:
+        both = [(p, r) for p, r in probed if r is not None]
         diffs = [abs(p.gap - r.gap) for p, r in both if p.gap is not None and r.gap is not None]
         if diffs:
             flips = sum(1 for p, r in both if p.top[0][0] != r.top[0][0])

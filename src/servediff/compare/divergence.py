@@ -10,7 +10,8 @@ Pure functions on record items.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from servediff.record import Item, Run
 
@@ -22,8 +23,10 @@ RETOKENIZED_IDS = "token ids (retokenized)"
 NO_TOKENS = "none"
 
 
-@dataclass(frozen=True, slots=True)
-class Point:
+# Point and Divergence are msgspec structs, not frozen dataclasses: one of each per divergence,
+# 300,000 of them in a million-item shadow compare, and a frozen dataclass sets each field
+# through object.__setattr__ (0.8 µs an object, a struct 0.1). Neither is in the report model.
+class Point(msgspec.Struct, frozen=True, gc=False):
     """The first differing token of one item. A token of None is the end of the sequence;
     an index of None means neither run holds token data to locate it."""
 
@@ -36,8 +39,7 @@ class Point:
     alignment: str  # ENGINE_IDS, ENGINE_TEXTS, RETOKENIZED_IDS or NO_TOKENS
 
 
-@dataclass(frozen=True, slots=True)
-class Divergence:
+class Divergence(msgspec.Struct, frozen=True, gc=False):
     item_id: str
     char_index: int  # first differing character (== len of the shorter text if one is a prefix)
     token: Point  # first differing token

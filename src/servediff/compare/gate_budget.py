@@ -40,10 +40,12 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
 
 from servediff.compare.sample_size import items_needed
 from servediff.compare.sequential import GRID, Tally, log_capital
+
+# scipy.stats is imported inside the functions that use it: importing it costs ~0.6 s, which a
+# report that needs none of them (a shadow compare) should not pay.
 
 MOST = 200_000  # items the planner looks through for the power before it says "not reachable"
 LEAST_DISCORDANCE = 1e-3  # ψ = 0 has no variance to plan with; identical outputs pass fastest anyway
@@ -84,6 +86,8 @@ def best_bet(margin: float, discordance: float) -> tuple[float, float]:
 def pass_probability(looks: np.ndarray, margin: float, alpha: float, discordance: float) -> np.ndarray:
     """P(the gate has passed by each look) at Δ = 0: the inverse Gaussian first-passage law with
     the grid's lag behind the best bet added to the barrier (see the module docstring)."""
+    from scipy.stats import norm
+
     psi = max(discordance, LEAST_DISCORDANCE)
     mu, var = best_bet(margin, psi)
     lag = np.array([n * mu - log_capital(_expected_tally(int(n), psi), -margin, +1) for n in looks])

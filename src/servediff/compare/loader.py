@@ -15,6 +15,7 @@ from pathlib import Path
 
 from servediff.compare.mechanism import DEFAULT_THRESHOLD, ProbeSet
 from servediff.compare.study import Study, build_study, without_pairs_of
+from servediff.gcpause import gc_paused
 from servediff.probe_record import is_probe_record, read_probes
 from servediff.record import Run, read_run
 
@@ -57,7 +58,8 @@ def load(
     for p in paths:
         if p not in probe_paths:
             runs.append(read_run(p, lean=True, beside=runs))
-    study = build_study(runs, force=force, checkpoints=checkpoints)
+    with gc_paused():
+        study = build_study(runs, force=force, checkpoints=checkpoints)
     study = without_pairs_of(study, [c.label for c in study.configurations if is_sweep(c.runs[0])])
     probes = tuple(read_probes(p) for p in probe_paths)
     return study, ReportOptions(title=title, near_tie=near_tie, margin=margin, probes=probes, warmup=warmup)

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+import msgspec
 import numpy as np
 
 from servediff.compare import hazard as hz
@@ -74,8 +75,8 @@ class ProbeEntry:
     tokens: tuple[str | None, str | None] | None = None  # A's, B's token text (retokenized runs)
 
 
-@dataclass(frozen=True, slots=True)
-class Explanation:
+# A msgspec struct, as Point is: one per divergence (see compare.divergence).
+class Explanation(msgspec.Struct, frozen=True, gc=False):
     point: Point
     a: Distribution | None
     b: Distribution | None
@@ -187,7 +188,7 @@ def explain(
         # The runs hold no token texts; a probe that asked the server's detokenizer knows them.
         named = [e.tokens for side in "ab" if (e := probes.get((p.item_id, side))) and e.tokens]
         if named:
-            p = dataclasses.replace(p, a_token=named[0][0], b_token=named[0][1])
+            p = msgspec.structs.replace(p, a_token=named[0][0], b_token=named[0][1])
     rec_a, rec_b = recorded(items[0], index), recorded(items[1], index)
     probe_a, probe_b = from_probe(probes.get((p.item_id, "a"))), from_probe(probes.get((p.item_id, "b")))
     a, b = rec_a or probe_a, rec_b or probe_b
@@ -372,18 +373,26 @@ def measure_pair(
     used: list[Item] = []
     points = {d.item_id: d.token for d in pair.divergences}  # the study's one token alignment
     sampled = is_sampled(pair.a_run)
+    a_get, b_get = pair.a_run.items.get, pair.b_run.items.get  # once, not per item (1M of them)
     for item_id in pair.a_run.header.suite.item_ids:
-        ia, ib = pair.a_run.items.get(item_id), pair.b_run.items.get(item_id)
+        ia, ib = a_get(item_id), b_get(item_id)
         if ia is None or ib is None or ia.error or ib.error:
             continue
-        used += [ia, ib]
+        # Only items with logprobs count for the precision and the drift: at a million items
+        # without any, listing every item and asking each for its deltas cost seconds.
+        if ia.logprobs is not None:
+            used.append(ia)
+        if ib.logprobs is not None:
+            used.append(ib)
+        both = ia.logprobs is not None and ib.logprobs is not None
         p = points.get(item_id)
         times.append(survival_time(ia, ib, p))
         if p is None:
-            deltas += shared_deltas(ia, ib, None)
+            if both:
+                deltas += shared_deltas(ia, ib, None)
             continue
         explanations.append(explain(p, (ia, ib), entries, threshold, sampled))
-        if p.index is not None:
+        if p.index is not None and both:
             deltas += shared_deltas(ia, ib, p.index)
     hazard, left_out = pair_hazard(times)
     return PairMechanism(

@@ -263,10 +263,18 @@ def quality(study: Study, margin: float) -> Quality:
 
     ``margin`` is both the non-inferiority margin and the δ the sample sizes are for.
     """
-    runs = [r for c in study.configurations for r in c.runs if is_scored(r)]
-    pairs = [p for p in [*study.controls, *study.pairs] if is_scored(p.a_run) and is_scored(p.b_run)]
+    # Each run asked once: an unscored run is scanned to its end (a million items, a second).
+    asked: dict[int, bool] = {}
+
+    def scored_run(r: Run) -> bool:
+        if id(r) not in asked:
+            asked[id(r)] = is_scored(r)
+        return asked[id(r)]
+
+    runs = [r for c in study.configurations for r in c.runs if scored_run(r)]
+    pairs = [p for p in [*study.controls, *study.pairs] if scored_run(p.a_run) and scored_run(p.b_run)]
     accuracies = tuple(accuracy(r) for r in runs)
-    scored = [p for p in study.pairs if is_scored(p.a_run) and is_scored(p.b_run)]
+    scored = [p for p in study.pairs if scored_run(p.a_run) and scored_run(p.b_run)]
     return Quality(
         accuracies=accuracies,
         pairs=tuple(compare_scored(p, margin) for p in pairs),

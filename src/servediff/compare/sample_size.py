@@ -29,7 +29,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scipy.stats import norm
+# scipy.stats is imported inside the functions that use it: importing it costs ~0.6 s, which a
+# report that needs none of them (a shadow compare) should not pay.
 
 K_SHOWN = (1, 4, 8, 16)  # draws per item the report tabulates, besides the run's own k
 
@@ -72,6 +73,8 @@ def variance_parts(draws: Sequence[Sequence[float]]) -> VarianceParts:
 def items_needed(per_item: float, margin: float, alpha: float = 0.05, power: float = 0.8) -> int | None:
     """Items for the two-sided (1 − α) interval's bound to clear −margin with this power when the
     true difference is 0; None when nothing varies (any number of items will do: 1)."""
+    from scipy.stats import norm
+
     if margin <= 0:
         raise ValueError("margin must be > 0")
     if per_item <= 0:

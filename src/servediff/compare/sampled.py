@@ -24,8 +24,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy.stats import t as student_t
-
 from servediff.compare.sample_size import Sizing, sizing
 from servediff.compare.sampled_divergence import FirstDivergences, first_divergences
 from servediff.compare.stats import Interval, verdict
@@ -33,6 +31,9 @@ from servediff.compare.study import PairResult, Study
 from servediff.compare.vocabulary import Kind, QualityVerdict
 from servediff.record import Run
 from servediff.suites.draws import SEP
+
+# scipy.stats is imported inside the functions that use it: importing it costs ~0.6 s, which a
+# report that needs none of them (a shadow compare) should not pay.
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -64,6 +65,8 @@ class Estimate:
 def mean_over_items(values: Sequence[float], confidence: float = 0.95) -> Estimate:
     """Mean of one number per item and its t interval: the item is the cluster, so the draws of
     one item enter only through their item's number. One item: the interval is unknown (nan)."""
+    from scipy.stats import t as student_t
+
     n = len(values)
     if n == 0:
         return Estimate(float("nan"), Interval(float("nan"), float("nan")), 0)

@@ -24,9 +24,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy.stats import binom, norm
-
 from servediff.compare.vocabulary import QualityVerdict
+
+# scipy.stats is imported inside the functions that use it: importing it costs ~0.6 s, which a
+# report that needs none of them (a shadow compare) should not pay.
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,8 @@ class PairedCounts:
 
 def z_value(confidence: float = 0.95) -> float:
     """Two-sided normal quantile: 1.95996… for 95 %."""
+    from scipy.stats import norm
+
     return float(norm.ppf(1 - (1 - confidence) / 2))
 
 
@@ -109,6 +112,8 @@ def cluster_se(correct: Sequence[bool], clusters: Sequence[str]) -> float:
 
 def mcnemar_exact(b: int, c: int) -> float:
     """Exact two-sided McNemar p-value: a binomial test of b against b + c at ½."""
+    from scipy.stats import binom
+
     m = b + c
     if m == 0:
         return 1.0
@@ -175,6 +180,8 @@ def n_paired(delta: float, discordance: float, alpha: float = 0.05, power: float
     n = (z_{α/2}·√ψ + z_β·√(ψ − δ²))² / δ², ψ the discordant fraction. None when ψ < δ: so few
     items disagree that a difference of δ is impossible.
     """
+    from scipy.stats import norm
+
     if delta <= 0 or discordance < delta:
         return None
     za, zb = z_value(1 - alpha), float(norm.ppf(power))
@@ -185,6 +192,8 @@ def n_paired(delta: float, discordance: float, alpha: float = 0.05, power: float
 def n_unpaired(delta: float, p: float, alpha: float = 0.05, power: float = 0.8) -> int | None:
     """Items per configuration for a two-sided unpaired two-proportion z-test (Fleiss 2003, no
     continuity correction), accuracy p against p − δ (p + δ when p − δ would fall below 0)."""
+    from scipy.stats import norm
+
     p2 = p - delta if p - delta >= 0 else p + delta
     if delta <= 0 or not 0 <= p2 <= 1:
         return None

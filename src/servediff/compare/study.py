@@ -79,8 +79,9 @@ class Study:
 def compare_runs(a: Run, b: Run, kind: Kind) -> PairResult:
     divergences: list[Divergence] = []
     identical = total = errors = noncomparable = missing = 0
+    a_get, b_get = a.items.get, b.items.get  # once, not per item (1M of them)
     for item_id in a.header.suite.item_ids:
-        ia, ib = a.items.get(item_id), b.items.get(item_id)
+        ia, ib = a_get(item_id), b_get(item_id)
         if ia is None or ib is None or ia.error or ib.error:
             errors += 1
             missing += ia is None or ib is None
@@ -89,7 +90,9 @@ def compare_runs(a: Run, b: Run, kind: Kind) -> PairResult:
             noncomparable += 1
             continue
         total += 1
-        d = find_divergence(item_id, ia, ib)
+        # find_divergence is None exactly when the texts are equal: most items of a large record,
+        # and at a million of them the two calls it saves were a second.
+        d = None if ia.text == ib.text else find_divergence(item_id, ia, ib)
         if d is None:
             identical += 1
         else:

@@ -13,13 +13,10 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import ParamSpec
+from typing import TYPE_CHECKING, ParamSpec
 
 import numpy as np
 from markupsafe import escape
-from matplotlib import rc_context
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from servediff.compare.comparison import Comparison
 from servediff.compare.kl_runs import KlRow
@@ -30,6 +27,10 @@ from servediff.compare.speed_table import SpeedRow
 from servediff.compare.verdicts import Verdict
 from servediff.report.model import Matrix
 from servediff.report.xmltext import xml_text
+
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn: Markdown alone draws none
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
 P = ParamSpec("P")
 WIDTH = 7.0  # inches; the page scales the SVG to its column
@@ -55,6 +56,23 @@ def drawn(draw: Callable[P, str], *args: P.args, **kwargs: P.kwargs) -> str:
         return f'<p class="muted figure-failed">{note}</p>'
 
 
+def later(draw: Callable[P, str], *args: P.args, **kwargs: P.kwargs) -> Callable[[], str]:
+    """``drawn`` when the HTML asks for the figure, not before."""
+    return lambda: drawn(draw, *args, **kwargs)
+
+
+def _figure(width: float, height: float) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height))
+
+
+def _integer_ticks() -> MaxNLocator:
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
 def error_bars(values: Sequence[float], lows: Sequence[float], highs: Sequence[float]) -> list[list[float]]:
     """matplotlib's ``[[below…], [above…]]`` distances of an interval from its estimate, never
     negative: an interval computed in floating point can miss its own estimate by an ulp (a
@@ -66,6 +84,8 @@ def error_bars(values: Sequence[float], lows: Sequence[float], highs: Sequence[f
 
 
 def to_svg(fig: Figure, salt: str) -> str:
+    from matplotlib import rc_context
+
     buf = io.StringIO()
     # A per-figure salt keeps element ids (clip paths, glyphs) unique across the inline SVGs
     # of one page; no date in the metadata keeps the output reproducible.
@@ -79,7 +99,7 @@ def survival_svg(curves: Sequence[Comparison]) -> str:
     """Kaplan–Meier per pair from the same (tokens at risk, diverged) times as the hazard, with
     the constant-hazard fit drawn only as far as that pair's longest observed completion: a suite
     of 16-token answers says nothing about token 300."""
-    fig = Figure(figsize=(WIDTH, 3.6))
+    fig = _figure(WIDTH, 3.6)
     ax = fig.subplots()
     horizon = max(max(t for t, _ in c.times) for c in curves) + 1
     for n, c in enumerate(curves):
@@ -101,7 +121,7 @@ def survival_svg(curves: Sequence[Comparison]) -> str:
                 label=plain(f"{name}, constant hazard {rate:.2g}/token [{low:.2g}, {high:.2g}]"),
             )
             ax.fill_between(grid, np.exp(-high * grid), np.exp(-low * grid), color=color, alpha=0.12)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(_integer_ticks())
     ax.set_xlabel("tokens generated")
     ax.set_ylabel("share of items still identical")
     ax.set_ylim(0, 1.02)
@@ -122,7 +142,7 @@ def gap_histogram_svg(pairs: Sequence[Comparison], threshold: float | None = Non
 
 
 def _gap_histogram(gaps: Mapping[str, Sequence[float]], threshold: float | None) -> str:
-    fig = Figure(figsize=(WIDTH, 3.0))
+    fig = _figure(WIDTH, 3.0)
     ax = fig.subplots()
     every = [g for values in gaps.values() for g in values]
     top = max(max(every), (threshold or 0) * 1.5, 0.05) if every else 1.0
@@ -137,7 +157,7 @@ def _gap_histogram(gaps: Mapping[str, Sequence[float]], threshold: float | None)
             threshold, color="black", linestyle="--", linewidth=1, label=f"near-tie threshold {threshold:.3g}"
         )
     ax.legend(fontsize=8)
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(_integer_ticks())
     ax.set_xlabel("A's top-1 − top-2 logprob gap at the first differing token (nats)")
     ax.set_ylabel("divergences")
     ax.grid(alpha=0.3)
@@ -145,7 +165,7 @@ def _gap_histogram(gaps: Mapping[str, Sequence[float]], threshold: float | None)
 
 
 def accuracy_svg(rows: Sequence[Accuracy]) -> str:
-    fig = Figure(figsize=(WIDTH, 0.9 + 0.38 * len(rows)))
+    fig = _figure(WIDTH, 0.9 + 0.38 * len(rows))
     ax = fig.subplots()
     y = np.arange(len(rows))[::-1]
     values = np.array([r.accuracy for r in rows])
@@ -164,7 +184,7 @@ def accuracy_svg(rows: Sequence[Accuracy]) -> str:
 
 def subject_agreement_svg(s: Subjects) -> str:
     rows, title = s.rows, f"{s.suite}: {s.a} vs {s.b}"
-    fig = Figure(figsize=(WIDTH, 0.9 + 0.22 * len(rows)))
+    fig = _figure(WIDTH, 0.9 + 0.22 * len(rows))
     ax = fig.subplots()
     y = np.arange(len(rows))[::-1]
     ax.barh(y, [r.same_share for r in rows], color="C2", alpha=0.8)
@@ -178,7 +198,7 @@ def subject_agreement_svg(s: Subjects) -> str:
 
 def agreement_matrix_svg(m: Matrix) -> str:
     k = len(m.labels)
-    fig = Figure(figsize=(1.6 + 0.9 * k, 1.2 + 0.8 * k))
+    fig = _figure(1.6 + 0.9 * k, 1.2 + 0.8 * k)
     ax = fig.subplots()
     data = np.array([[math.nan if x is None else x for x in row] for row in m.identical], dtype=float)
     # pcolormesh, not imshow: vector cells, where imshow would embed a raster image that the
@@ -204,7 +224,7 @@ def agreement_matrix_svg(m: Matrix) -> str:
 def speed_quality_svg(verdicts: Sequence[Verdict]) -> str:
     """Speedup (x, log) against paired Δ accuracy (y, pp), one point per (configuration, suite),
     with both 95 % intervals as error bars; the reference sits at (1, 0)."""
-    fig = Figure(figsize=(WIDTH, 3.8))
+    fig = _figure(WIDTH, 3.8)
     ax = fig.subplots()
     n = 0
     for v in verdicts:
@@ -235,7 +255,7 @@ def speed_quality_svg(verdicts: Sequence[Verdict]) -> str:
 
 def throughput_svg(levels: Sequence[SpeedRow]) -> str:
     """Output tokens/s against concurrency, one line per load sweep, with 95 % intervals."""
-    fig = Figure(figsize=(WIDTH, 3.4))
+    fig = _figure(WIDTH, 3.4)
     ax = fig.subplots()
     sweeps: dict[str, list[SpeedRow]] = {}
     for s in levels:
@@ -248,7 +268,7 @@ def throughput_svg(levels: Sequence[SpeedRow]) -> str:
         bars = error_bars(ys, [s.low for s in speeds], [s.high for s in speeds])
         ax.errorbar(xs, ys, yerr=bars, fmt="o-", color=f"C{n % 10}", capsize=4, label=plain(name))
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(_integer_ticks())
     ax.set_xlabel("concurrency (requests in flight)")
     ax.set_ylabel("output tokens/s")
     ax.set_ylim(bottom=0)
@@ -259,7 +279,7 @@ def throughput_svg(levels: Sequence[SpeedRow]) -> str:
 def load_svg(sweeps: Sequence[LoadSweep]) -> str:
     """What each step of concurrency buys and costs: output tokens/s (x) against the divergence
     hazard per 1,000 tokens vs the base run (y), one line per sweep, each point its concurrency."""
-    fig = Figure(figsize=(WIDTH, 3.6))
+    fig = _figure(WIDTH, 3.6)
     ax = fig.subplots()
     for n, s in enumerate(sweeps):
         rows = [x for x in s.levels if x.tokens_per_s is not None and x.hazard is not None]
@@ -289,7 +309,7 @@ def load_svg(sweeps: Sequence[LoadSweep]) -> str:
 
 def first_divergence_svg(pairs: Sequence[SampledPair]) -> str:
     """Empirical share of coupled draws diverged by token x (the control's curve is the floor)."""
-    fig = Figure(figsize=(WIDTH, 3.2))
+    fig = _figure(WIDTH, 3.2)
     ax = fig.subplots()
     for n, p in enumerate(pairs):
         f = p.first
@@ -301,7 +321,7 @@ def first_divergence_svg(pairs: Sequence[SampledPair]) -> str:
         ys.append(ys[-1])
         label = plain(f"{p.a} vs {p.b} ({p.suite}, {p.kind}): {f.diverged}/{f.compared}")
         ax.step(xs, ys, where="post", color=f"C{n % 10}", label=label)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(_integer_ticks())
     ax.set_xlabel("first differing token")
     ax.set_ylabel("share of draws diverged")
     ax.set_ylim(0, 1.02)
@@ -314,7 +334,7 @@ def kl_distribution_svg(rows: Sequence[KlRow]) -> str:
     """Per-position KL of each scoring pair: the share of positions per log-spaced bin (a step
     line per pair), with its median and 99th percentile marked. The first bin holds every value
     below its upper edge, 0 included (an A/A pair sits there entirely)."""
-    fig = Figure(figsize=(WIDTH, 3.4))
+    fig = _figure(WIDTH, 3.4)
     ax = fig.subplots()
     for n, k in enumerate(rows):
         if not k.kl_hist_counts:

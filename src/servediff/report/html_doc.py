@@ -85,7 +85,7 @@ def block(b: Block) -> str:
         return render(b.html)
     assert isinstance(b, Figure)
     caption = f"<figcaption>{escape(b.caption)}</figcaption>"
-    return f'<figure class="plot" id="plot-{escape(b.name)}">{b.svg}{caption}</figure>'
+    return f'<figure class="plot" id="plot-{escape(b.name)}">{b.draw()}{caption}</figure>'
 
 
 def render(blocks: tuple[Block, ...]) -> Markup:

@@ -48,7 +48,7 @@ def parts(r: Report) -> tuple[Block, ...]:
     out: list[Block] = [Heading(2, spans("Where and how the completions part"), "plots")]
     curves = [c for c in r.pairs if c.times]
     if curves:
-        out.append(Figure("survival", figures.drawn(figures.survival_svg, curves), SURVIVAL))
+        out.append(Figure("survival", figures.later(figures.survival_svg, curves), SURVIVAL))
         length = curves[0].hazard.horizons[-1].length if curves[0].hazard else 300
         header: tuple[str, ...] = (
             "pair",
@@ -67,11 +67,11 @@ def parts(r: Report) -> tuple[Block, ...]:
             f"with logprobs; threshold {r.near_tie} nats). Where each number comes from is given with its "
             "divergence below."
         )
-        out.append(Figure("gaps", figures.drawn(figures.gap_histogram_svg, r.pairs, r.near_tie), caption))
+        out.append(Figure("gaps", figures.later(figures.gap_histogram_svg, r.pairs, r.near_tie), caption))
     else:
         out.append(Paragraph(spans(NO_GAPS), "muted"))
     out += [
-        Figure(f"matrix-{m.suite}", figures.drawn(figures.agreement_matrix_svg, m), MATRIX)
+        Figure(f"matrix-{m.suite}", figures.later(figures.agreement_matrix_svg, m), MATRIX)
         for m in r.matrices
     ]
     return tuple(out)

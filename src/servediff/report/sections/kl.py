@@ -55,7 +55,7 @@ def blocks(r: Report) -> tuple[Block, ...]:
     return (
         Heading(2, spans("Teacher-forced divergence (KL)"), "kl"),
         Paragraph(spans(INTRO)),
-        Figure("kl-distribution", figures.drawn(figures.kl_distribution_svg, r.kl), PLOT),
+        Figure("kl-distribution", figures.later(figures.kl_distribution_svg, r.kl), PLOT),
         Table(HEADER, tuple(_row(k) for k in r.kl)),
     )
 

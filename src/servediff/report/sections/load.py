@@ -38,7 +38,7 @@ def blocks(r: Report) -> tuple[Block, ...]:
         return ()
     out: list[Block] = [
         Heading(2, spans("Under load: throughput against determinism"), "load"),
-        Figure("load", figures.drawn(figures.load_svg, r.load), PLOT),
+        Figure("load", figures.later(figures.load_svg, r.load), PLOT),
     ]
     for s in r.load:
         out += [Heading(3, spans(code(s.label), f" on {s.suite}")), Paragraph(spans(intro(s)))]

@@ -78,7 +78,7 @@ def blocks(r: Report) -> tuple[Block, ...]:
     out: list[Block] = [
         Heading(2, spans("Quality"), "quality"),
         Paragraph(spans(INTRO)),
-        Figure("accuracy", figures.drawn(figures.accuracy_svg, q.accuracies), ACCURACY_PLOT),
+        Figure("accuracy", figures.later(figures.accuracy_svg, q.accuracies), ACCURACY_PLOT),
         Table(ACCURACIES, tuple(_accuracy(a) for a in q.accuracies)),
     ]
     if q.chance:  # once per configuration and suite, however many of its repeats it holds for
@@ -89,7 +89,7 @@ def blocks(r: Report) -> tuple[Block, ...]:
         out.append(Bullets(tuple(Item(pair_sentence(p)) for p in q.pairs)))
     out += [
         Figure(
-            f"subjects-{s.suite}-{s.a}-{s.b}", figures.drawn(figures.subject_agreement_svg, s), SUBJECT_PLOT
+            f"subjects-{s.suite}-{s.a}-{s.b}", figures.later(figures.subject_agreement_svg, s), SUBJECT_PLOT
         )
         for s in q.subjects
     ]

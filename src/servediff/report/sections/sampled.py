@@ -135,7 +135,7 @@ def _first(sv: Sampled) -> list[Block]:
         )
     out: list[Block] = [Paragraph(spans(wording.first_divergence_intro())), Table(header, tuple(rows))]
     if any(p.first and p.first.positions for p in coupled):
-        out.append(Figure("sampled-divergence", figures.drawn(figures.first_divergence_svg, coupled), PLOT))
+        out.append(Figure("sampled-divergence", figures.later(figures.first_divergence_svg, coupled), PLOT))
     return out
 
 

@@ -44,10 +44,10 @@ def blocks(r: Report) -> tuple[Block, ...]:
         return ()
     out: list[Block] = [Heading(2, spans("Speed"), "speed"), Paragraph(spans(intro(r.warmup)))]
     if r.speed_vs_quality:
-        svg = figures.drawn(figures.speed_quality_svg, r.speed_vs_quality)
+        svg = figures.later(figures.speed_quality_svg, r.speed_vs_quality)
         out.append(Figure("speed-quality", svg, SPEED_QUALITY))
     if r.sweep_speed:
-        out.append(Figure("throughput", figures.drawn(figures.throughput_svg, r.sweep_speed), THROUGHPUT))
+        out.append(Figure("throughput", figures.later(figures.throughput_svg, r.sweep_speed), THROUGHPUT))
     out.append(Table(HEADER, tuple(_row(s) for s in r.speed)))
     return tuple(out)
 
