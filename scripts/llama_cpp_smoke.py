@@ -47,7 +47,8 @@ def _q8(folder: Path) -> Path:
         "p.allow_requantize = True\n"
         "sys.exit(llama_cpp.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), p))\n"
     )
-    rc = subprocess.run([sys.executable, "-c", code, str(_smollm2()), str(out)], capture_output=True).returncode
+    argv = [sys.executable, "-c", code, str(_smollm2()), str(out)]
+    rc = subprocess.run(argv, capture_output=True).returncode
     if rc != 0 or not out.exists():
         raise RuntimeError(f"quantising SmolLM2 to Q8_0 failed ({rc})")
     return out
@@ -97,7 +98,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             model = _q8(Path(tmp))
             problem = check_python(model) if sys.argv[1] == "python" else check_server(model)
-    except Exception as e:  # noqa: BLE001 - any failure means: build it (again)
+    except Exception as e:  # any failure means: build it (again)
         problem = str(e)
     if problem:
         print(f"llama.cpp smoke ({sys.argv[1]}): {problem}", file=sys.stderr)
