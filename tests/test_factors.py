@@ -6,6 +6,7 @@ The embedded study runs SmolLM2 in-process with one thread, three prompts and a 
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +17,31 @@ from servediff.compare.attribution import Cell, item_cause, place
 from servediff.compare.study import compare_runs
 from servediff.experiment import ExperimentError, load_experiment, run_experiment
 from servediff.record import Run, read_run
+from servediff.suites import load_suite
 from tests.test_report_consistency import check as consistent
 
-HEAD = """\
+# Three of the built-in prompts that part ways within 24 tokens with all three factors on (measured
+# on a GGML_NATIVE=OFF build; the first three prompts stayed identical there, so a study of them
+# had nothing to attribute), written once as a prompts file of their own.
+PROMPT_IDS = ("translate-es", "explain-tcp", "sql-top-customers")
+PROMPTS = Path(tempfile.mkdtemp(prefix="servediff-factors-")) / "prompts.jsonl"
+PROMPTS.write_text(
+    "".join(
+        json.dumps({"id": s.id, "messages": list(s.messages or ())}) + "\n"
+        for s in load_suite("prompts").samples
+        if s.id in PROMPT_IDS
+    ),
+    encoding="utf-8",
+)
+
+HEAD = (
+    """\
 model = "SmolLM2-135M-Instruct"
 control_repeats = 1
 {design}
 
 [suites.prompts]
-limit = 3
+path = "PROMPTS"
 max_tokens = 24
 
 [probes]
@@ -34,6 +51,7 @@ enabled = false
 label = "stock"
 knobs = {{ threads = 1 }}
 """
+).replace("PROMPTS", PROMPTS.as_posix())
 
 FACTORS = """
 [[factors]]

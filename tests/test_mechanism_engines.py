@@ -30,9 +30,10 @@ from tests.conftest import LlamaServer
 # Embedded: fizzbuzz and reverse-list part ways within 36 tokens under `tuned` (measured).
 SUITE = load_suite("prompts", SuiteOptions(limit=3))
 SAMPLING = SamplingParams(max_tokens=36, top_logprobs=5)
-# Server: these part ways within the first 5 tokens under the tuned flags (measured); one more
-# prompt that stays identical keeps the censored (no-divergence) side of the hazard exercised.
-SERVER_IDS = ("explain-hash-table", "explain-tcp", "regex-email", "code-bug")
+# Server: these part ways within the first 5 tokens under the tuned flags (measured on a
+# GGML_NATIVE=OFF build); one more prompt that stays identical keeps the censored
+# (no-divergence) side of the hazard exercised.
+SERVER_IDS = ("regex-dates", "translate-es", "verse-haiku", "explain-tcp")
 SERVER_SUITE = dataclasses.replace(
     load_suite("prompts"), samples=tuple(s for s in load_suite("prompts").samples if s.id in SERVER_IDS)
 )
