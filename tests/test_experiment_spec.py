@@ -228,7 +228,8 @@ def test_cli_exits_2_on_a_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture
     assert capsys.readouterr().out.count("to run") == 5
 
 
-def test_the_shipped_examples_are_valid() -> None:
+def test_the_shipped_examples_are_valid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERVEDIFF_CACHE", str(tmp_path / "empty-cache"))  # valid on a bare machine
     examples = sorted((Path(__file__).parents[1] / "examples").glob("*.toml"))
     assert len(examples) >= 2
     for path in examples:
@@ -237,6 +238,23 @@ def test_the_shipped_examples_are_valid() -> None:
     vllm = load_experiment(Path(__file__).parents[1] / "examples" / "vllm-spec-prefix.toml")
     assert vllm.config("tuned").claims == ("speculative_decoding", "prefix_caching")
     assert vllm.config("stock").profile == "vllm" and vllm.config("stock").claims == ()
+
+
+def test_a_registry_model_not_fetched_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The file is valid and --check lists its runs with a note; a run refuses before writing."""
+    monkeypatch.setenv("SERVEDIFF_CACHE", str(tmp_path / "cache"))
+    path = write(tmp_path, GOOD.replace('control_repeats = 2', 'model_path = "qwen2.5-coder-0.5b"'))
+    assert main(["experiment", str(path), "--check", "--out", str(tmp_path / "o")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.count("to run") == 4
+    assert f"{path}:2: model 'qwen2.5-coder-0.5b' is not in the cache" in captured.err
+    assert "run `servediff models fetch qwen2.5-coder-0.5b`, before running" in captured.err
+    assert main(["experiment", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("run `servediff models fetch qwen2.5-coder-0.5b`"), err
+    assert not (tmp_path / "o").exists()
 
 
 def test_probe_plan_and_templates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

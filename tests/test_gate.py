@@ -53,6 +53,31 @@ def test_identical_pair_passes_early(
     assert [p.read_bytes() for p in records] == before
 
 
+def test_a_re_run_with_another_budget_resumes_the_records(
+    llama_server: LlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = llama_server.base_url
+    assert main(gate(tmp_path, url, url, "--max-items", "10")) == 1  # too few items to pass
+    first = json.loads(capsys.readouterr().out)
+    assert first["verdict"] == "inconclusive" and first["looked_at"] == 10
+    records = sorted((tmp_path / "runs").glob("*.jsonl"))
+    before = [p.read_bytes() for p in records]
+    # A smaller budget is answered from the records alone: nothing runs, nothing is written.
+    assert main(gate(tmp_path, url, url, "--max-items", "5")) == 1
+    assert json.loads(capsys.readouterr().out)["looked_at"] == 5
+    assert [p.read_bytes() for p in records] == before
+    # A larger one carries on where the first stopped: the records only grow.
+    assert main(gate(tmp_path, url, url, "--max-items", "50")) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "pass" and out["looked_at"] > 10
+    # (the header line gains this stretch's machine load; the item lines before stay as they were)
+    for path, was in zip(records, before, strict=True):
+        now, then = path.read_bytes().splitlines()[1:], was.splitlines()[1:]
+        assert now[: len(then)] == then
+        if "repeat2" not in path.name:  # the control repeat stays at its 5 items
+            assert len(now) > len(then) == 10
+
+
 def test_the_budget_is_planned_from_the_power_and_said_before_it_starts(
     llama_server: LlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

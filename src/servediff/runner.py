@@ -127,12 +127,14 @@ def execute(
         for s in suite.samples
         if (finished is None or s.id not in finished) and (only is None or s.id in only)
     ]
-    skipped = len(suite.samples) - len(todo)
+    # The bar counts what this call is asked for: with ``only``, the batch, not the whole suite.
+    asked = len(suite.samples) if only is None else sum(s.id in only for s in suite.samples)
+    skipped = asked - len(todo)
     plan.out.parent.mkdir(parents=True, exist_ok=True)
     by_id = {s.id: s for s in todo}
     counts = {"done": 0, "errors": 0}
     bar = tqdm(
-        total=len(suite.samples),
+        total=asked,
         initial=skipped,
         unit="item",
         file=sys.stderr,
@@ -169,4 +171,4 @@ def execute(
             bar.close()
     if todo:
         record_load(plan.out, start, load_now())
-    return RunResult(plan.out, len(suite.samples), skipped, counts["done"], counts["errors"])
+    return RunResult(plan.out, asked, skipped, counts["done"], counts["errors"])

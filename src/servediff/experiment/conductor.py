@@ -300,6 +300,8 @@ def probe_again(job: Job, config: ConfigSpec, outcome: Outcome) -> None:
 def run_experiment(
     exp: Experiment, progress: bool = True, executor: Callable[[Job, Outcome], None] = sequential
 ) -> Outcome:
+    if exp.unfetched:  # before anything is written: a server would only fail on a missing file
+        raise ExperimentError(exp.unfetched[0])
     suites = load_suites(exp)
     slots = plan_slots(exp)
     probes, notes = check_probe_templates(exp, plan_probes(exp, slots), suites)
@@ -343,7 +345,7 @@ def check_probe_templates(
                 '"path/to/tokenizer_config.json" (or a .gguf, or a Jinja file)'
             )
             continue
-        if not path.is_file():
+        if not path.is_file() and not (exp.unfetched and path == exp.model_path):
             raise ExperimentError(f"{exp.path}: [probes] template: file not found: {path}")
         keep.append(p)
     return keep, notes

@@ -23,6 +23,8 @@ from servediff.experiment.cluster_spec import replicas as replicas_of
 from servediff.experiment.source import Source, typed
 from servediff.experiment.tables import ConfigurationTable
 from servediff.models import MODELS, ModelError, resolve
+from servediff.models.cache import cache_root
+from servediff.models.cache import model_file as cached_path
 
 # Where a configuration runs and how its shared subset is checked are not what it is: changing
 # them keeps its digest, so its finished runs are reused.
@@ -81,13 +83,27 @@ def named_file(src: Source, value: str | None, key: str, line: int | None, base:
 
 def model_file(src: Source, value: str | None, line: int | None, base: Path) -> Path | None:
     """``model_path``: a GGUF named in the experiment, or a registry name (``servediff models``)
-    as its verified cached file; a file of that name beside the experiment wins."""
+    as its verified cached file; a file of that name beside the experiment wins. A registry model
+    not fetched yet is the file it will be: the experiment is still valid (``--check`` notes it),
+    and a run asks for the fetch before it starts (``unfetched``)."""
     if value is not None and value in MODELS and not (base / value).exists():
+        if unfetched(value, base) is not None:
+            return cached_path(MODELS[value])
         try:
             return resolve(value)
         except (ModelError, FileNotFoundError) as exc:
             raise src.error(str(exc), line) from None
     return named_file(src, value, "model_path", line, base)
+
+
+def unfetched(value: str | None, base: Path) -> str | None:
+    """Why a ``model_path`` cannot load yet: a registry model that is not in the cache."""
+    if value is None or value not in MODELS or (base / value).exists():
+        return None
+    entry = MODELS[value]
+    if entry.origin == "package" or cached_path(entry).is_file():
+        return None
+    return f"model {value!r} is not in the cache ({cache_root()}): run `servediff models fetch {value}`"
 
 
 def configuration(

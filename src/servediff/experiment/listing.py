@@ -28,4 +28,4 @@ def check(exp: Experiment) -> tuple[list[str], list[str]]:
     for probe in probes:
         state = "exists" if probe.path.is_file() else "after the runs, where they diverge"
         lines.append(f"probe\t{probe.name}\t{state}\t{probe.path}")
-    return lines, [*exp.notes, *notes]
+    return lines, [*exp.notes, *notes, *(f"{why}, before running" for why in exp.unfetched)]

@@ -23,7 +23,7 @@ from servediff.experiment import tables
 from servediff.experiment.cluster_spec import Executor
 from servediff.experiment.configuration import ConfigSpec as ConfigSpec
 from servediff.experiment.configuration import LaunchSpec as LaunchSpec
-from servediff.experiment.configuration import configuration, model_file, named_file
+from servediff.experiment.configuration import configuration, model_file, named_file, unfetched
 from servediff.experiment.factors import Design, FactorError, applied, parse_design
 from servediff.experiment.source import ExperimentError, Source
 from servediff.experiment.tables import Pairs
@@ -94,6 +94,9 @@ class Experiment:
     # The configurations load different weight files of one model (declared): compared when their
     # tokenizers match (vocabulary hash), and the report names each side's checkpoint.
     checkpoints: bool = False
+    # Registry models named but not fetched yet ("file:line: ... run `servediff models fetch`"):
+    # the file is valid and ``--check`` lists its runs; a run refuses to start.
+    unfetched: tuple[str, ...] = ()
     executor: Executor = field(default_factory=Executor)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -171,6 +174,7 @@ def parse_experiment(
         pairs=file.pairs,
         notes=notes,
         checkpoints=file.checkpoints,
+        unfetched=_unfetched(src, file, base),
         executor=Executor(
             kind=file.executor.kind, address=file.executor.address, records=file.executor.records
         ),
@@ -275,6 +279,14 @@ def _configurations(
         seen[spec.label] = n
         out.append(spec)
     return tuple(out)
+
+
+def _unfetched(src: Source, file: tables.ExperimentFile, base: Path) -> tuple[str, ...]:
+    wanted = [(file.model_path, src.line("model_path"))] + [
+        (t.model_path, src.line("model_path", "configurations", n)) for n, t in enumerate(file.configurations)
+    ]
+    found = ((unfetched(value, base), line) for value, line in wanted)
+    return tuple(dict.fromkeys(str(src.error(why, line)) for why, line in found if why is not None))
 
 
 def shared_of(model: str, model_path: Path | None, sampling: SamplingParams) -> dict[str, Any]:

@@ -119,8 +119,11 @@ def run_gate(a: Side, b: Side, suite: Suite, opts: GateOptions) -> GateReport:
         raise ValueError(f"the control and the candidate need different labels (both {a.label!r})")
     if suite.scorer is None:
         raise ValueError(f"suite {suite.name!r} is not scored: the gate needs right/wrong answers")
-    ordered = gate_order(suite, opts.seed, opts.max_items)
-    ids = [s.id for s in ordered.samples]
+    # The records hold the whole suite in gate order and the budget only cuts the ids looked at:
+    # their header then does not depend on --max-items, so a re-run with another budget (a gate
+    # cut short by a time limit, asked for its verdict at the items it has) resumes them.
+    ordered = gate_order(suite, opts.seed, None)
+    ids = [s.id for s in ordered.samples][: opts.max_items]
     paths = {s.label: opts.out / f"{file_stem(s.label)}.{file_stem(suite.name)}.jsonl" for s in (a, b)}
     determinism: Determinism | None = None
     points: list[Checkpoint] = []
