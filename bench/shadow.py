@@ -74,8 +74,20 @@ def proxy(n: int, rounds: int) -> None:
             with _shadow(primary.base_url, candidate.base_url, work / mode.replace(" ", "-"), sample) as sh:
                 for c in (1, 64):
                     _measure(mode, c, n, rounds, primary.base_url, sh.base_url)
-                with urllib.request.urlopen(sh.base_url + "/servediff/shadow") as r:
-                    log(f"{mode}: counts {r.read().decode()}")
+                log(f"{mode}: counts {json.dumps(_settled(sh.base_url))}")
+
+
+def _settled(base_url: str, wait: float = 60.0) -> dict[str, int]:
+    """The proxy's counts once every sampled request is mirrored, dropped or failed: the replay
+    runs behind the primary path, so a count read at once can still be catching up."""
+    deadline = time.monotonic() + wait
+    while True:
+        with urllib.request.urlopen(base_url + "/servediff/shadow") as r:
+            counts: dict[str, int] = json.loads(r.read())
+        pending = counts["requests"] - counts["sampled_out"] - counts["mirrored"] - counts["dropped"]
+        if pending - counts["candidate_errors"] <= 0 or time.monotonic() > deadline:
+            return counts
+        time.sleep(0.2)
 
 
 def _measure(mode: str, c: int, n: int, rounds: int, direct: str, proxied: str) -> None:
