@@ -160,6 +160,32 @@ def test_broken_quantisation_fails_the_gate(
     assert "fail" in (tmp_path / "gate.md").read_text().lower()
 
 
+def test_top_logprobs_let_compare_explain_the_gate_records(
+    llama_server: LlamaServer, q2k_server: LlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --top-logprobs both sides' records carry each token's top-k, so compare of them
+    classifies every divergence from the logits that chose it, with no second pass."""
+    argv = next_gate(tmp_path, llama_server.base_url, q2k_server.base_url, "q2k")
+    assert main([*argv, "--max-items", "10", "--top-logprobs", "3"]) == 1
+    capsys.readouterr()
+    records = [tmp_path / "runs" / f"{label}.one_digit_sums.jsonl" for label in ("stock", "q2k")]
+    for path in records:
+        items = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+        assert len(items) == 10 and all(it["logprobs"] for it in items)
+        assert all(len(top) == 3 for it in items for top in it["logprobs"])
+    assert main(["compare", *map(str, records), "--force", "--json"]) == 0  # Q4_1 vs Q2_K
+    (pair,) = json.loads(capsys.readouterr().out)["pairs"]
+    assert pair["divergences"], "stock and Q2_K should part on some of the ten sums"
+    # Measured, every one (Q2_K often picks a token outside stock's top 3: unexplained).
+    assert {d["cls"] for d in pair["divergences"]} <= {"near-tie flip", "rank change", "unexplained"}
+    assert all(d["a"] is not None and d["b"] is not None for d in pair["divergences"])
+    # 21 is beyond what an OpenAI-compatible server returns: a usage error before anything runs.
+    with pytest.raises(SystemExit) as usage:
+        main([*argv, "--top-logprobs", "21"])
+    assert usage.value.code == 2
+    assert "--top-logprobs: must be an integer from 0 to 20, got '21'" in capsys.readouterr().err
+
+
 def _right_or_400(request: Request) -> Reply:
     """Every third request refused; the rest answered right."""
     if request.index % 3 == 0:

@@ -412,6 +412,7 @@ def gate_request(args: argparse.Namespace) -> GateRequest:
         data=args.data,
         max_tokens=args.max_tokens,
         max_tokens_b=args.max_tokens_b,
+        top_logprobs=args.top_logprobs,
         config_file=args.config_file,
         model_path=args.model_path,
     )

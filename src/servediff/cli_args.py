@@ -540,6 +540,14 @@ def _add_gate(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--seed", type=count, default=0, help="seed of the item order")
     p.add_argument("--max-tokens", type=positive_int, help="default: the suite's own, else 300")
     p.add_argument("--max-tokens-b", type=positive_int, help="B's own max tokens (a capped candidate)")
+    p.add_argument(
+        "--top-logprobs",
+        type=int_range(0, 20),
+        default=0,
+        help="record each token's top-k logprobs on both sides, so that `servediff compare` of "
+        "the gate's records says why texts part (near-tie flip, rank change); default 0: not "
+        "requested (requesting them can change an engine's path)",
+    )
     p.add_argument("--determinism-items", type=positive_int, default=5, help="control repeat size")
     p.add_argument("--no-determinism-check", action="store_true")
     p.add_argument("--out", type=output_folder, default=Path("gate-runs"), help="folder for records")

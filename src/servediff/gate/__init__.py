@@ -226,6 +226,9 @@ class GateRequest:
     data: Path | None = None  # the suite's data file instead of its default source
     max_tokens: int | None = None  # None: the suite's own, else 300
     max_tokens_b: int | None = None  # B's own cap (a capped candidate)
+    # Each token's top-k on both sides, for the mechanism of the records' divergences; a suite
+    # scored from logprobs (mmlu-letter) asks for its own k, which wins.
+    top_logprobs: int = 0
     config_file: Path | None = None
     model_path: Path | None = None
 
@@ -239,7 +242,8 @@ def run_request(req: GateRequest) -> GateReport:
         raise ValueError(f"both sides are labelled {req.a.label!r}: give --label-a/--label-b")
     suite = load_suite(req.suite, SuiteOptions(path=req.data))
     sampling = SamplingParams(
-        max_tokens=req.max_tokens or suite.max_tokens or 300, top_logprobs=suite.top_logprobs
+        max_tokens=req.max_tokens or suite.max_tokens or 300,
+        top_logprobs=suite.top_logprobs or req.top_logprobs,
     )
     src = SideSource(sampling, req.config_file, req.model_path)
     # B's own cap, where one is given (a capped candidate)
