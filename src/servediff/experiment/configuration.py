@@ -23,8 +23,8 @@ from servediff.experiment.cluster_spec import replicas as replicas_of
 from servediff.experiment.source import Source, typed
 from servediff.experiment.tables import ConfigurationTable
 from servediff.models import MODELS, ModelError, resolve
-from servediff.models.cache import cache_root
 from servediff.models.cache import model_file as cached_path
+from servediff.models.cache import not_fetched
 
 # Where a configuration runs and how its shared subset is checked are not what it is: changing
 # them keeps its digest, so its finished runs are reused.
@@ -97,13 +97,11 @@ def model_file(src: Source, value: str | None, line: int | None, base: Path) -> 
 
 
 def unfetched(value: str | None, base: Path) -> str | None:
-    """Why a ``model_path`` cannot load yet: a registry model that is not in the cache."""
-    if value is None or value not in MODELS or (base / value).exists():
+    """Why a ``model_path`` cannot load yet: a registry model that is not in the cache (a file of
+    that name beside the experiment is what it names instead)."""
+    if value is None or (base / value).exists():
         return None
-    entry = MODELS[value]
-    if entry.origin == "package" or cached_path(entry).is_file():
-        return None
-    return f"model {value!r} is not in the cache ({cache_root()}): run `servediff models fetch {value}`"
+    return not_fetched(value)
 
 
 def configuration(

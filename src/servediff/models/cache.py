@@ -128,7 +128,18 @@ def resolve(text: str | Path) -> Path:
         return installed_file(model)
     path = cached(model)
     if path is None:
-        raise ModelError(
-            f"model {name!r} is not in the cache ({cache_root()}): run `servediff models fetch {name}`"
-        )
+        raise ModelError(_fetch_hint(name))
     return path
+
+
+def not_fetched(name: str) -> str | None:
+    """Why a registry name cannot load yet: its file was never fetched into the cache (None for a
+    fetched model, an installed package's, or a name the registry does not hold)."""
+    model = MODELS.get(name)
+    if model is None or model.origin == "package" or model_file(model).is_file():
+        return None
+    return _fetch_hint(name)
+
+
+def _fetch_hint(name: str) -> str:
+    return f"model {name!r} is not in the cache ({cache_root()}): run `servediff models fetch {name}`"
