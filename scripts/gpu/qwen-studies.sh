@@ -16,7 +16,8 @@
 #   ROOT/load05    the 0.5B with 32 slots on the same 200 items at 32 and then 1 request in flight,
 #                  top-5 logprobs recorded during both runs
 #   ROOT/gate15    `servediff gate` on the GPU: the 1.5B stock against tuned on GSM8K, a 2 pp margin
-#                  (GATE_ITEMS, default 200), the control's determinism checked on GATE_CONTROL items
+#                  (GATE_ITEMS, default 200), the control's determinism checked on GATE_CONTROL items,
+#                  top-5 logprobs on both sides (compare of its records says why texts part)
 #   ROOT/draft15   the 1.5B with the 0.5B drafting on gsm8k15's items, paired with its stock
 #   ROOT/ctl15     the 1.5B stock again on gsm8k15's items (the GSM8K control; draft15's pair)
 #   ROOT/knobs05   the 0.5B: stock, flash attention, prompt cache on the 20 prompts and shared-prefix,
@@ -123,7 +124,7 @@ phase_load05() {  # the 0.5B with 32 slots on the GSM8K items at 32 and then 1 r
 gate() {  # gate MAX-ITEMS [TIMEOUT]: servediff gate of the 1.5B stock (A) against tuned (B)
     timeout -k 20 "${2:-$P2}" python3 -m servediff gate --base-url-a http://127.0.0.1:18101 --label-a stock \
         --base-url-b http://127.0.0.1:18103 --label-b tuned --suite gsm8k --data "$STUDY_GSM8K" \
-        --margin 0.02 --max-items "$1" --max-tokens "${STUDY_TOKENS:-512}" --seed 0 \
+        --margin 0.02 --max-items "$1" --max-tokens "${STUDY_TOKENS:-512}" --seed 0 --top-logprobs 5 \
         --determinism-items "${GATE_CONTROL:-20}" --out "$root/gate15" --md "$root/gate15/gate.md" \
         --json --no-progress >"$root/gate15/gate.json" 2>>"$root/gate15.log"
 }
