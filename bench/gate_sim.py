@@ -132,6 +132,7 @@ def plan_table(rng: np.random.Generator, runs: int, delta: float, alpha: float, 
             c, b = counts(rng, runs, p.budget, psi, 0.0)
             verdict, used = sequential(c, b, delta, alpha, batch)
             newcombe = fixed_n_for_power(rng, psi, delta, alpha, power)
+            assert p.fixed_n is not None  # planned at power >= 0.8
             change = used.mean() / p.fixed_n - 1
             print(
                 f"| {psi:.0%} | {power} | {p.budget:,} | {p.expected:,} / {used.mean():,.0f} "

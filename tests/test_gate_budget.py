@@ -59,7 +59,21 @@ def test_a_budget_too_small_for_the_power_says_what_it_would_need() -> None:
     p = gate_budget.plan(0.02, 0.025, 0.10, 0.9, limit=500)
     assert p.budget == 500 and p.power < 0.9
     assert p.needed == gate_budget.plan(0.02, 0.025, 0.10, 0.9).budget
-    assert "the power wanted needs" in gate_budget.describe(p)
+    assert f"power 0.90 needs {p.needed:,} items" in gate_budget.describe(p)
+
+
+def test_a_budget_with_little_power_says_so_and_what_power_would_take() -> None:
+    # The GPU gate's case: 6 % discordance, 130 items. Its power at Δ = 0 is near 0, where a
+    # fixed-n "design of the same power" is meaningless; the line used to claim the gate saved 83 %.
+    p = gate_budget.at_budget(0.02, 0.025, 0.06, 130)
+    assert p.power < 0.05 and p.fixed_n is None and p.saving is None
+    assert p.needed == gate_budget.plan(0.02, 0.025, 0.06, gate_budget.PLANNING_POWER).budget > 1000
+    line = gate_budget.describe(p)
+    assert f"power 0.80 needs {p.needed:,} items" in line and "fixed-n" not in line
+    assert "more likely ends inconclusive" in line
+    # a budget with the planning power says no more than before
+    enough = gate_budget.at_budget(0.02, 0.025, 0.06, p.needed)
+    assert enough.power >= 0.8 and enough.needed is None and "fixed-n design" in gate_budget.describe(enough)
 
 
 def test_the_gate_plans_once_the_pilot_measured_the_discordance(

@@ -49,6 +49,10 @@ from servediff.compare.sequential import GRID, Tally, log_capital
 
 MOST = 200_000  # items the planner looks through for the power before it says "not reachable"
 LEAST_DISCORDANCE = 1e-3  # ψ = 0 has no variance to plan with; identical outputs pass fastest anyway
+# The power a budget is measured against when none was asked for (--max-items alone): the power a
+# fixed-n design is usually planned for. Below one half a fixed-n design is not a plan anyone makes
+# (n = (z_{1−α} + z_power)² ψ / δ² is not even monotone there: z_power < 0), so no comparison is said.
+PLANNING_POWER = 0.8
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,13 +65,14 @@ class GatePlan:
     power: float  # the chance to pass within ``budget`` items when Δ = 0
     budget: int  # items the gate may look at
     expected: int  # items it uses on average when Δ = 0 (it stops early once it passes)
-    fixed_n: int  # the fixed-n design's items for the same α and power
+    fixed_n: int | None  # the fixed-n design's items for the same α and power; None below power 1/2
     needed: int | None = None  # when the wanted power needs more items than were available: how many
+    wanted: float = PLANNING_POWER  # the power asked for (``plan``), or the planning power (``at_budget``)
 
     @property
-    def saving(self) -> float:
+    def saving(self) -> float | None:
         """1 − expected / fixed n: positive when the gate uses fewer items on average."""
-        return 1 - self.expected / self.fixed_n
+        return None if self.fixed_n is None else 1 - self.expected / self.fixed_n
 
 
 def best_bet(margin: float, discordance: float) -> tuple[float, float]:
@@ -114,15 +119,21 @@ def plan(
     chance = pass_probability(looks, margin, alpha, discordance)
     if chance[-1] < power:
         needed = plan(margin, alpha, discordance, power, batch).budget if limit < MOST else MOST
-        return dataclasses.replace(_plan_at(margin, alpha, discordance, looks, chance), needed=needed)
+        at_limit = _plan_at(margin, alpha, discordance, looks, chance)
+        return dataclasses.replace(at_limit, needed=needed, wanted=power)
     k = int(np.argmax(chance >= power))
-    return _plan_at(margin, alpha, discordance, looks[: k + 1], chance[: k + 1])
+    return dataclasses.replace(_plan_at(margin, alpha, discordance, looks[: k + 1], chance[: k + 1]), wanted=power)
 
 
 def at_budget(margin: float, alpha: float, discordance: float, budget: int, batch: int = 10) -> GatePlan:
-    """What a given budget buys: the power it gives at Δ = 0 and the items expected."""
+    """What a given budget buys: the power it gives at Δ = 0 and the items expected; below the
+    planning power, also the budget that power would take (a gate with too few items to pass an
+    unchanged candidate should say so before it runs, not after)."""
     looks = _looks(budget, batch)
-    return _plan_at(margin, alpha, discordance, looks, pass_probability(looks, margin, alpha, discordance))
+    p = _plan_at(margin, alpha, discordance, looks, pass_probability(looks, margin, alpha, discordance))
+    if p.power >= PLANNING_POWER:
+        return p
+    return dataclasses.replace(p, needed=plan(margin, alpha, discordance, PLANNING_POWER, batch).budget)
 
 
 def _looks(budget: int, batch: int) -> np.ndarray:
@@ -142,7 +153,7 @@ def _plan_at(
     sizes = np.diff(np.concatenate([[0], looks]))
     power = float(chance[-1])
     psi = max(discordance, LEAST_DISCORDANCE)
-    fixed = items_needed(psi, margin, alpha=2 * alpha, power=min(power, 1 - 1e-9)) or 1
+    fixed = (items_needed(psi, margin, alpha=2 * alpha, power=min(power, 1 - 1e-9)) or 1) if power >= 0.5 else None
     return GatePlan(
         margin=margin,
         alpha=alpha,
@@ -158,10 +169,13 @@ def describe(p: GatePlan) -> str:
     """The plan in one line, said before the gate starts."""
     budget = f"a budget of {p.budget:,} items gives power {p.power:.2f}"
     if p.needed is not None:
-        budget += f" (the power wanted needs {p.needed:,}: more than the suite or --max-items holds)"
+        budget += f" (power {p.wanted:.2f} needs {p.needed:,} items: more than the suite or --max-items holds)"
+    head = f"gate plan at discordance {p.discordance:.1%}, margin {p.margin:g}, alpha {p.alpha:g}: {budget}"
+    if p.fixed_n is None or p.saving is None:
+        # Too few items to pass an unchanged candidate: it can still fail a worse one.
+        return f"{head}; at this budget the gate can fail a worse candidate, but an unchanged one more likely ends inconclusive than passes"
     more = "fewer" if p.expected <= p.fixed_n else "more"
     return (
-        f"gate plan at discordance {p.discordance:.1%}, margin {p.margin:g}, alpha {p.alpha:g}: "
-        f"{budget}; expected {p.expected:,} items if the candidate changes nothing, against "
+        f"{head}; expected {p.expected:,} items if the candidate changes nothing, against "
         f"{p.fixed_n:,} for a fixed-n design of the same alpha and power ({abs(p.saving):.0%} {more})"
     )
