@@ -40,6 +40,7 @@ join)
     if [ -f "$2/parts.sha256" ]; then  # every part listed at the split is here and intact
         (cd "$2" && sha256sum --quiet -c parts.sha256) || { echo "a part is missing or damaged (see above)" >&2; exit 1; }
     fi
+    mkdir -p "$(dirname "$3")"  # the model cache's folder for it need not exist yet
     tmp="$3.joining"
     # shellcheck disable=SC2086  # the part names come from split: no spaces
     cat $parts > "$tmp"

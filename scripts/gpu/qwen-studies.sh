@@ -154,7 +154,8 @@ phase_ctl15() {  # the 1.5B stock again on gsm8k15's items: the control, and dra
     mkdir -p "$root/ctl15"
     serve ctl-stock 18107 "$q15" "${one15[@]}" -fa off --no-cache-prompt
     up 18107
-    run 18107 "$id15" stock "$root/ctl15/stock.r2.jsonl" "${gsm[@]}" --top-logprobs 5
+    # repeat 2: compare takes it with gsm8k15's stock (repeat 1) as a control, not as a duplicate
+    run 18107 "$id15" stock "$root/ctl15/stock.r2.jsonl" "${gsm[@]}" --top-logprobs 5 --repeat 2
 }
 phase_draft15() {  # the 1.5B with the 0.5B drafting, on the GSM8K items of gsm8k15 (paired with its stock)
     mkdir -p "$root/draft15"
