@@ -245,7 +245,7 @@ def test_a_registry_model_not_fetched_yet(
 ) -> None:
     """The file is valid and --check lists its runs with a note; a run refuses before writing."""
     monkeypatch.setenv("SERVEDIFF_CACHE", str(tmp_path / "cache"))
-    path = write(tmp_path, GOOD.replace('control_repeats = 2', 'model_path = "qwen2.5-coder-0.5b"'))
+    path = write(tmp_path, GOOD.replace("control_repeats = 2", 'model_path = "qwen2.5-coder-0.5b"'))
     assert main(["experiment", str(path), "--check", "--out", str(tmp_path / "o")]) == 0
     captured = capsys.readouterr()
     assert captured.out.count("to run") == 4

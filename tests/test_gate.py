@@ -173,8 +173,16 @@ def test_top_logprobs_let_compare_explain_the_gate_records(
         items = [json.loads(line) for line in path.read_text().splitlines()[1:]]
         assert len(items) == 10 and all(it["logprobs"] for it in items)
         assert all(len(top) == 3 for it in items for top in it["logprobs"])
-    assert main(["compare", *map(str, records), "--force", "--json"]) == 0  # Q4_1 vs Q2_K
-    (pair,) = json.loads(capsys.readouterr().out)["pairs"]
+    # The control's repeat names the same suite, so compare takes it as the control of stock.
+    repeat = tmp_path / "runs" / "stock.one_digit_sums.repeat2.jsonl"
+    assert main(["compare", *map(str, records), str(repeat), "--force", "--json"]) == 0  # Q4_1 vs Q2_K
+    report = json.loads(capsys.readouterr().out)
+    (control,) = report["controls"]
+    assert control["identical"] == control["total"] == 5  # the gate's determinism items, byte for byte
+    (pair,) = report["pairs"]
+    # ...and needs no --force for it (a repeat of a cut suite was refused: "the prompts differ").
+    assert main(["compare", str(records[0]), str(repeat), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["controls"][0]["identical"] == 5
     assert pair["divergences"], "stock and Q2_K should part on some of the ten sums"
     # Measured, every one (Q2_K often picks a token outside stock's top 3: unexplained).
     assert {d["cls"] for d in pair["divergences"]} <= {"near-tie flip", "rank change", "unexplained"}

@@ -127,8 +127,12 @@ STREAM_FAULTS: dict[str, Fault] = {
     "event delta a string": (200, sse_body([chunk("oops"), chunk({}, "stop")]), SSE, False),
     "event not an object": (200, sse_body([[1, 2], chunk({}, "stop")]), SSE, False),
     "event usage a string": (200, sse_body([chunk({"content": "4"}, "stop"), {"usage": "n/a"}]), SSE, False),
-    "null deltas": (200, sse_body([chunk({"content": None})] * 3 + [chunk({"content": None}, "stop")]), SSE,
-                    False),
+    "null deltas": (
+        200,
+        sse_body([chunk({"content": None})] * 3 + [chunk({"content": None}, "stop")]),
+        SSE,
+        False,
+    ),
     "null delta objects": (200, sse_body([chunk(None), chunk(None, "stop")]), SSE, False),
     "stream cut off": (200, sse_body([chunk({"content": "4"})])[: -len("data: [DONE]\n\n")], SSE, False),
 }

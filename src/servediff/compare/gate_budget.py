@@ -122,7 +122,9 @@ def plan(
         at_limit = _plan_at(margin, alpha, discordance, looks, chance)
         return dataclasses.replace(at_limit, needed=needed, wanted=power)
     k = int(np.argmax(chance >= power))
-    return dataclasses.replace(_plan_at(margin, alpha, discordance, looks[: k + 1], chance[: k + 1]), wanted=power)
+    return dataclasses.replace(
+        _plan_at(margin, alpha, discordance, looks[: k + 1], chance[: k + 1]), wanted=power
+    )
 
 
 def at_budget(margin: float, alpha: float, discordance: float, budget: int, batch: int = 10) -> GatePlan:
@@ -153,7 +155,11 @@ def _plan_at(
     sizes = np.diff(np.concatenate([[0], looks]))
     power = float(chance[-1])
     psi = max(discordance, LEAST_DISCORDANCE)
-    fixed = (items_needed(psi, margin, alpha=2 * alpha, power=min(power, 1 - 1e-9)) or 1) if power >= 0.5 else None
+    fixed = (
+        (items_needed(psi, margin, alpha=2 * alpha, power=min(power, 1 - 1e-9)) or 1)
+        if power >= 0.5
+        else None
+    )
     return GatePlan(
         margin=margin,
         alpha=alpha,
@@ -169,7 +175,9 @@ def describe(p: GatePlan) -> str:
     """The plan in one line, said before the gate starts."""
     budget = f"a budget of {p.budget:,} items gives power {p.power:.2f}"
     if p.needed is not None:
-        budget += f" (power {p.wanted:.2f} needs {p.needed:,} items: more than the suite or --max-items holds)"
+        budget += (
+            f" (power {p.wanted:.2f} needs {p.needed:,} items: more than the suite or --max-items holds)"
+        )
     head = f"gate plan at discordance {p.discordance:.1%}, margin {p.margin:g}, alpha {p.alpha:g}: {budget}"
     if p.fixed_n is None or p.saving is None:
         # Too few items to pass an unchanged candidate: it can still fail a worse one.

@@ -95,12 +95,16 @@ def check_determinism(a: Side, suite: Suite, first: Path, opts: GateOptions) -> 
     k = min(opts.determinism_items, len(suite.samples))
     if k == 0:
         return Determinism("skipped", 0, 0, 0)
-    head = dataclasses.replace(suite, samples=suite.samples[:k])
+    head = suite.samples[:k]
     again = opts.out / f"{file_stem(a.label)}.{file_stem(suite.name)}.repeat2.jsonl"
-    execute(_plan(a, head, again, repeat=2), a.engine, progress=opts.progress)
+    # The repeat's header names the whole suite, like the sides' records, and it answers the first
+    # k: `servediff compare` of the gate's records then takes it as the control of A.
+    execute(
+        _plan(a, suite, again, repeat=2), a.engine, progress=opts.progress, only=frozenset(s.id for s in head)
+    )
     r1, r2 = read_run(first), read_run(again)
     compared = identical = errors = 0
-    for s in head.samples:
+    for s in head:
         i1, i2 = r1.items.get(s.id), r2.items.get(s.id)
         if i1 is None or i2 is None or i1.error or i2.error:
             errors += 1
