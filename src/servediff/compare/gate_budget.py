@@ -181,7 +181,10 @@ def describe(p: GatePlan) -> str:
     head = f"gate plan at discordance {p.discordance:.1%}, margin {p.margin:g}, alpha {p.alpha:g}: {budget}"
     if p.fixed_n is None or p.saving is None:
         # Too few items to pass an unchanged candidate: it can still fail a worse one.
-        return f"{head}; at this budget the gate can fail a worse candidate, but an unchanged one more likely ends inconclusive than passes"
+        return (
+            f"{head}; at this budget the gate can fail a worse candidate, "
+            "but an unchanged one more likely ends inconclusive than passes"
+        )
     more = "fewer" if p.expected <= p.fixed_n else "more"
     return (
         f"{head}; expected {p.expected:,} items if the candidate changes nothing, against "
