@@ -175,7 +175,9 @@ def test_top_logprobs_let_compare_explain_the_gate_records(
         assert all(len(top) == 3 for it in items for top in it["logprobs"])
     # The control's repeat names the same suite, so compare takes it as the control of stock.
     repeat = tmp_path / "runs" / "stock.one_digit_sums.repeat2.jsonl"
-    assert main(["compare", *map(str, records), str(repeat), "--force", "--json"]) == 0  # Q4_1 vs Q2_K
+    # Q4_1 against Q2_K: two weight files of one model, with one tokenizer (the servers' files are
+    # here, so both records carry their vocabulary hash).
+    assert main(["compare", *map(str, records), str(repeat), "--checkpoints", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     (control,) = report["controls"]
     assert control["identical"] == control["total"] == 5  # the gate's determinism items, byte for byte

@@ -114,6 +114,17 @@ def test_run_control_divergence_probe_and_speculative_decoding(tmp_path: Path) -
     assert all("prefix_caching" not in v["claims"] for v in verification(out, "stock"))
     report = (out / "report.md").read_text()
     assert "`speculative_decoding` | verified |" in report and "acceptance rate" in report
+    # The served file is here, so every run records its vocabulary hash: the one an embedded run of
+    # the same file records (compare --checkpoints checks it to pair Q4_1 with Q2_K servers).
+    import llama_cpp
+
+    from servediff.engines.knobs import default_model_path
+    from servediff.engines.llamacpp import vocab_sha256
+
+    embedded = llama_cpp.Llama(model_path=str(default_model_path()), vocab_only=True, verbose=False)
+    hashes = {read_run(p).header.engine.get("vocab_sha256") for p in (out / "runs").glob("*/*.jsonl")}
+    assert hashes == {vocab_sha256(embedded)}
+    embedded.close()
 
 
 def test_claims_the_server_did_not_honour_are_flagged(

@@ -28,6 +28,7 @@ from typing import Any, Protocol, TypeVar
 import aiohttp
 
 from servediff.engines import EngineError, OnDone, ProbeResult
+from servediff.engines.gguf_vocab import served_vocab
 from servediff.engines.http1 import Arrivals, Connection, Endpoint, Reply, TransportError
 from servediff.engines.server_sampling import sampling_body, sampling_defaults, server_profile
 from servediff.engines.sse import chat_logprobs, engine_timings, parse_stream, text_logprobs
@@ -81,6 +82,7 @@ class HTTPEngine:
         self.server_defaults: dict[str, Any] | None = None  # the sampling it applies unless told
         self.profile = "generic"  # which sampling fields it is sent (engines.server_sampling)
         self.model: str | None = options.model
+        self.vocab_sha256: str | None = None  # the served file's, when it is on this machine
         # Tokenize endpoints still worth asking; one a server answers 404/405 is dropped.
         self._tokenize_paths = ["/extras/tokenize", "/tokenize"]
         self._api_key = os.environ.get(options.api_key_env) or None
@@ -121,6 +123,7 @@ class HTTPEngine:
             self.server_version = str(version.get("version") or version)
         self.server_defaults = sampling_defaults(props)
         self.profile = str(self._annotations.get("profile") or server_profile(models, props))
+        self.vocab_sha256 = _local_vocab(models, props, self.model)
 
     def _session(self) -> aiohttp.ClientSession:
         headers = {"Content-Type": "application/json"}
@@ -145,6 +148,8 @@ class HTTPEngine:
             "profile": self.profile,
             "sampling_fields": sorted(sampling_body(self.profile, SamplingParams())),
             "server_defaults": self.server_defaults,
+            # only when the served file is on this machine (compare --checkpoints checks it)
+            **({"vocab_sha256": self.vocab_sha256} if self.vocab_sha256 else {}),
             **self._annotations,
         }
 
@@ -360,6 +365,21 @@ class HTTPEngine:
 
     def close(self) -> None:
         pass
+
+
+def _local_vocab(models: Any, props: Any, model: str | None) -> str | None:
+    """The served model file's vocabulary hash, when the file is here: llama-server names it in
+    /props (``model_path``) and its vocabulary size in /v1/models (``meta.n_vocab``);
+    llama_cpp.server serves a model under its path."""
+    entries = models.get("data") if isinstance(models, dict) else None
+    entry = next((m for m in entries or [] if isinstance(m, dict) and m.get("id") == model), {})
+    meta: dict[str, Any] = entry["meta"] if isinstance(entry.get("meta"), dict) else {}
+    n_vocab = meta["n_vocab"] if isinstance(meta.get("n_vocab"), int) else None
+    path = props.get("model_path") if isinstance(props, dict) else None
+    for candidate in (path, model):
+        if isinstance(candidate, str) and (got := served_vocab(candidate, n_vocab)):
+            return got
+    return None
 
 
 async def _get_json(session: aiohttp.ClientSession, url: str) -> Any:
