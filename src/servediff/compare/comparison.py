@@ -128,11 +128,7 @@ def comparison(p: PairResult, options: ReportOptions) -> Comparison:
     # Coarse logits (bf16): each gap is also given in steps of the logprob grid.
     step = m.precision.smallest_step if m.precision.coarse else None
     legend: list[str] = []
-    a_items, b_items = p.a_run.items, p.b_run.items
-    views = tuple(
-        divergence_view(d, (a_items[d.item_id], b_items[d.item_id]), why[d.item_id], legend, step)
-        for d in p.divergences
-    )
+    views = tuple(divergence_view(d, (d.a, d.b), why[d.item_id], legend, step) for d in p.divergences)
     counts = Counter(v.cls for v in views)
     gaps = sorted(v.a.gap for v in views if v.a is not None and v.a.gap is not None)
     return Comparison(
