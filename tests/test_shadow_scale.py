@@ -117,6 +117,27 @@ def test_a_lean_compare_reports_exactly_what_a_whole_read_reports(tmp_path: Path
     assert render.markdown(lean_report) == render.markdown(whole_report)
 
 
+def test_a_side_written_in_another_order_pairs_the_same(tmp_path: Path) -> None:
+    """The pairing walks a record's items in their own order where it is the suite's, and looks
+    each id up otherwise: a candidate whose lines are in another order pairs item for item the
+    same (counts, divergences, survival times) as one in the primary's order."""
+    a, b = write_records(tmp_path, seed=5)
+    lines = b.read_bytes().splitlines(keepends=True)
+    body = lines[1:]
+    random.Random(1).shuffle(body)
+    shuffled = tmp_path / "shuffled" / b.name
+    shuffled.parent.mkdir()
+    shuffled.write_bytes(b"".join([lines[0], *body]))
+    (walked,) = load([a, b])[0].pairs
+    (looked_up,) = load([a, shuffled])[0].pairs
+    assert list(walked.b_run.items) != list(looked_up.b_run.items)
+    counts = ("identical", "total", "errors", "noncomparable", "missing", "times", "logprobs")
+    assert [getattr(walked, k) for k in counts] == [getattr(looked_up, k) for k in counts]
+    assert walked.divergences and [_seen(d) for d in walked.divergences] == [
+        _seen(d) for d in looked_up.divergences
+    ]
+
+
 def test_speed_from_the_columns_read_with_the_items_equals_speed_from_the_items(
     records: tuple[Path, Path],
 ) -> None:
