@@ -148,7 +148,8 @@ def _run_items(run: Run, warmup: int) -> Items:
     n, ms = cols.array("engine_n")[kept], cols.array("engine_ms")[kept]
     reported = ~np.isnan(n)
     items = Items(
-        keys=tuple(map(ids.__getitem__, kept.tolist())),
+        # Picked by numpy from an object array: a million ``ids[i]`` from Python ints took 0.4 s.
+        keys=tuple(np.array(ids, dtype=object)[kept].tolist()),
         tokens=cols.array("tokens")[kept],
         latency=latency[kept],
         ttft=cols.array("ttft")[kept],
