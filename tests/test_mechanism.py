@@ -9,7 +9,7 @@ import pytest
 from statsmodels.stats.rates import confint_poisson
 
 from servediff.compare import hazard as hz
-from servediff.compare.divergence import Point, first_token
+from servediff.compare.divergence import Point, first_token, survival_time
 from servediff.compare.mechanism import (
     NEAR_TIE,
     NOT_MEASURED,
@@ -23,7 +23,6 @@ from servediff.compare.mechanism import (
     explain,
     precision,
     shared_deltas,
-    survival_time,
 )
 from servediff.record import Item, sha256_text
 

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import cast, get_args
 
 from servediff.compare import hazard as hz
-from servediff.compare.mechanism import pair_hazard, survival_time
+from servediff.compare.divergence import survival_time
+from servediff.compare.mechanism import pair_hazard
 from servediff.compare.quality import PairQuality, compare_scored, is_scored
 from servediff.compare.study import Configuration, PairResult, Study, compare_runs
 from servediff.compare.vocabulary import DesignKind

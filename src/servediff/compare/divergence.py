@@ -43,15 +43,38 @@ class Divergence(msgspec.Struct, frozen=True, gc=False):
     item_id: str
     char_index: int  # first differing character (== len of the shorter text if one is a prefix)
     token: Point  # first differing token
-    prefix_tail: str  # the last CONTEXT_CHARS characters both texts share
-    a_next: str  # what A says next
-    b_next: str
-    a_tokens: int | None
-    b_tokens: int | None
+    # The two items themselves: the report's view of a divergence splits their texts, and holding
+    # them (not slices of their texts, nor their ids to look up again) costs a divergence nothing
+    # of its own; at 300,000 divergences the copies and the second look-ups were ~1 s and ~0.1 GB.
+    a: Item
+    b: Item
 
     @property
     def token_index(self) -> int | None:
         return self.token.index
+
+    @property
+    def a_tokens(self) -> int | None:
+        return self.a.n_tokens
+
+    @property
+    def b_tokens(self) -> int | None:
+        return self.b.n_tokens
+
+    @property
+    def prefix_tail(self) -> str:
+        """The last CONTEXT_CHARS characters both texts share."""
+        c = self.char_index
+        return self.a.text[max(0, c - CONTEXT_CHARS) : c]
+
+    @property
+    def a_next(self) -> str:
+        """What A says next."""
+        return self.a.text[self.char_index : self.char_index + CONTEXT_CHARS]
+
+    @property
+    def b_next(self) -> str:
+        return self.b.text[self.char_index : self.char_index + CONTEXT_CHARS]
 
 
 def first_difference(a: Sequence[object], b: Sequence[object]) -> int:
@@ -111,17 +134,15 @@ def find_divergence(item_id: str, a: Item, b: Item) -> Divergence | None:
     point = first_token(item_id, a, b)
     if point is None:
         return None
-    c = first_char_difference(a.text, b.text)
-    return Divergence(
-        item_id=item_id,
-        char_index=c,
-        token=point,
-        prefix_tail=a.text[max(0, c - CONTEXT_CHARS) : c],
-        a_next=a.text[c : c + CONTEXT_CHARS],
-        b_next=b.text[c : c + CONTEXT_CHARS],
-        a_tokens=a.n_tokens,
-        b_tokens=b.n_tokens,
-    )
+    return Divergence(item_id, first_char_difference(a.text, b.text), point, a, b)
+
+
+def survival_time(a: Item, b: Item, p: Point | None) -> tuple[int, bool] | None:
+    """(tokens at risk, diverged), or None when the record has no token count to use."""
+    if p is not None:
+        return None if p.index is None else (p.index + 1, True)
+    n = a.n_tokens if a.n_tokens is not None else len(token_texts(a) or a.token_ids or []) or None
+    return None if n is None else (n, False)
 
 
 def divergence_points(a_run: Run, b_run: Run) -> list[tuple[Point, Item, Item]]:

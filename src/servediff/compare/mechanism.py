@@ -31,7 +31,7 @@ import msgspec
 import numpy as np
 
 from servediff.compare import hazard as hz
-from servediff.compare.divergence import Point, token_texts
+from servediff.compare.divergence import Point, survival_time
 from servediff.compare.sampled import is_sampled
 from servediff.compare.study import PairResult
 from servediff.compare.vocabulary import DivergenceClass
@@ -284,14 +284,6 @@ def known_dtype(engines: Sequence[dict[str, object]]) -> str | None:
     return None
 
 
-def survival_time(a: Item, b: Item, p: Point | None) -> tuple[int, bool] | None:
-    """(tokens at risk, diverged), or None when the record has no token count to use."""
-    if p is not None:
-        return None if p.index is None else (p.index + 1, True)
-    n = a.n_tokens if a.n_tokens is not None else len(token_texts(a) or a.token_ids or []) or None
-    return None if n is None else (n, False)
-
-
 def pair_hazard(times: Sequence[tuple[int, bool] | None]) -> tuple[hz.Hazard | None, int]:
     """The hazard over the usable survival times, and how many items had no token data."""
     usable = [t for t in times if t is not None]
@@ -371,8 +363,15 @@ def measure_pair(
     deltas: list[float] = []
     times: list[tuple[int, bool] | None] = []
     used: list[Item] = []
-    points = {d.item_id: d.token for d in pair.divergences}  # the study's one token alignment
     sampled = is_sampled(pair.a_run)
+    if not pair.logprobs:
+        # No logprobs on either side: no precision, no drift, and the survival times are the
+        # pairing's own (``PairResult.times``). Only the divergences are left to explain, not a
+        # pass over every item (at a million items, ~2 s of dictionary look-ups).
+        for d in pair.divergences:
+            explanations.append(explain(d.token, (d.a, d.b), entries, threshold, sampled))
+        return _mechanism(pair, ps, threshold, explanations, deltas, pair.times, used)
+    points = {d.item_id: d.token for d in pair.divergences}  # the study's one token alignment
     a_get, b_get = pair.a_run.items.get, pair.b_run.items.get  # once, not per item (1M of them)
     for item_id in pair.a_run.header.suite.item_ids:
         ia, ib = a_get(item_id), b_get(item_id)
@@ -394,6 +393,18 @@ def measure_pair(
         explanations.append(explain(p, (ia, ib), entries, threshold, sampled))
         if p.index is not None and both:
             deltas += shared_deltas(ia, ib, p.index)
+    return _mechanism(pair, ps, threshold, explanations, deltas, times, used)
+
+
+def _mechanism(
+    pair: PairResult,
+    ps: ProbeSet | None,
+    threshold: float,
+    explanations: list[Explanation],
+    deltas: list[float],
+    times: Sequence[tuple[int, bool] | None],
+    used: list[Item],
+) -> PairMechanism:
     hazard, left_out = pair_hazard(times)
     return PairMechanism(
         suite=pair.suite,

@@ -15,13 +15,14 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 from pydantic import BaseModel
@@ -136,13 +137,9 @@ def _plain(x: Any) -> Any:
     """JSON values: a dataclass becomes its fields plus its scalar properties (accuracy, n, Δ:
     derived in the model, so a reader of summary.json need not derive them again)."""
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        out = {f.name: _plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
-        for name, attr in vars(type(x)).items():
-            if isinstance(attr, property) and not name.startswith("_"):
-                value = getattr(x, name)
-                if value is None or isinstance(value, (bool, int, float, str)):
-                    out[name] = _plain(value)
-        return out
+        return _fields(x, [f.name for f in dataclasses.fields(x)])
+    if isinstance(x, msgspec.Struct):  # the report model's structs read as its dataclasses do
+        return _fields(x, x.__struct_fields__)
     if isinstance(x, BaseModel):  # a record's own type (the sampling of a run header)
         return _plain(x.model_dump())
     if isinstance(x, float):
@@ -152,6 +149,16 @@ def _plain(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return [_plain(v) for v in x]
     return x
+
+
+def _fields(x: Any, names: Sequence[str]) -> dict[str, Any]:
+    out = {name: _plain(getattr(x, name)) for name in names}
+    for name, attr in vars(type(x)).items():
+        if isinstance(attr, property) and not name.startswith("_"):
+            value = getattr(x, name)
+            if value is None or isinstance(value, (bool, int, float, str)):
+                out[name] = _plain(value)
+    return out
 
 
 def summary(report: Report) -> dict[str, Any]:
