@@ -91,6 +91,15 @@ def test_the_lean_read_compares_exactly_like_the_ordinary_read(records: tuple[Pa
     assert [_seen(d) for d in lp.divergences] == [_seen(d) for d in wp.divergences]
 
 
+def test_requests_sampled_without_a_seed_are_not_exposure(records: tuple[Path, Path]) -> None:
+    """Not compared, so not tokens at risk: counted in, they pulled the hazard down by traffic
+    whose texts were never compared."""
+    for study in (load(list(records))[0], build_study([read_run(p) for p in records])):
+        (pair,) = study.pairs
+        assert pair.noncomparable == ITEMS // 50
+        assert len(pair.times) == pair.total  # one survival time per compared item, none per sampled one
+
+
 def _seen(d: Divergence) -> tuple[object, ...]:
     """What a divergence says (its items differ between the reads: a lean item has no input)."""
     return (d.item_id, d.char_index, d.token, d.prefix_tail, d.a_next, d.b_next, d.a_tokens, d.b_tokens)

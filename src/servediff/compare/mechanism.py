@@ -383,6 +383,8 @@ def measure_pair(
             used.append(ia)
         if ib.logprobs is not None:
             used.append(ib)
+        if ia.metadata.get("comparable") is False:
+            continue  # its logits count for the precision; not compared, so not exposure either
         both = ia.logprobs is not None and ib.logprobs is not None
         p = points.get(item_id)
         times.append(survival_time(ia, ib, p))

@@ -49,7 +49,7 @@ class PairResult:
     # them: re-running finishes it). Said apart from engine errors so neither is mistaken for
     # the other.
     missing: int = 0
-    # Per item both runs answered (non-comparable ones included), in the suite's order: the
+    # Per item both runs answered and compared (non-comparable ones left out), in the suite's order: the
     # hazard's (tokens at risk, diverged), None without a token count (``survival_time``). Taken
     # in this pass, which holds both items already: a second pass over a million items for the
     # hazard alone was ~2 s of look-ups. ``logprobs``: whether any of these items has them.
@@ -97,16 +97,17 @@ def compare_runs(a: Run, b: Run, kind: Kind) -> PairResult:
         logprobs = logprobs or ia.logprobs is not None or ib.logprobs is not None
         # find_divergence is None exactly when the texts are equal: most items of a large record,
         # and at a million of them the two calls it saves were a second.
-        d = None
         if ia.metadata.get("comparable") is False:
+            # Sampled without a seed: not compared, and not exposure either. Its tokens counted
+            # as "at risk, no divergence" would pull the hazard down by traffic never compared.
             noncomparable += 1
+            continue
+        total += 1
+        d = None if ia.text == ib.text else find_divergence(item_id, ia, ib)
+        if d is None:
+            identical += 1
         else:
-            total += 1
-            d = None if ia.text == ib.text else find_divergence(item_id, ia, ib)
-            if d is None:
-                identical += 1
-            else:
-                divergences.append(d)
+            divergences.append(d)
         if d is None and ia.n_tokens is not None:  # survival_time's common case, inline
             n = ia.n_tokens
             times.append(at_risk.get(n) or at_risk.setdefault(n, (n, False)))
