@@ -31,7 +31,7 @@ import msgspec
 import numpy as np
 
 from servediff.compare import hazard as hz
-from servediff.compare.divergence import Point, survival_time
+from servediff.compare.divergence import Point
 from servediff.compare.sampled import is_sampled
 from servediff.compare.study import PairResult
 from servediff.compare.vocabulary import DivergenceClass
@@ -361,16 +361,14 @@ def measure_pair(
     entries = ps.entries if ps else {}
     explanations: list[Explanation] = []
     deltas: list[float] = []
-    times: list[tuple[int, bool] | None] = []
     used: list[Item] = []
     sampled = is_sampled(pair.a_run)
     if not pair.logprobs:
-        # No logprobs on either side: no precision, no drift, and the survival times are the
-        # pairing's own (``PairResult.times``). Only the divergences are left to explain, not a
-        # pass over every item (at a million items, ~2 s of dictionary look-ups).
+        # No logprobs on either side: no precision, no drift. Only the divergences are left to
+        # explain, not a pass over every item (at a million items, ~2 s of dictionary look-ups).
         for d in pair.divergences:
             explanations.append(explain(d.token, (d.a, d.b), entries, threshold, sampled))
-        return _mechanism(pair, ps, threshold, explanations, deltas, pair.times, used)
+        return _mechanism(pair, ps, threshold, explanations, deltas, used)
     points = {d.item_id: d.token for d in pair.divergences}  # the study's one token alignment
     a_get, b_get = pair.a_run.items.get, pair.b_run.items.get  # once, not per item (1M of them)
     for item_id in pair.a_run.header.suite.item_ids:
@@ -384,10 +382,9 @@ def measure_pair(
         if ib.logprobs is not None:
             used.append(ib)
         if ia.metadata.get("comparable") is False:
-            continue  # its logits count for the precision; not compared, so not exposure either
+            continue  # its logits count for the precision; not compared, so no drift either
         both = ia.logprobs is not None and ib.logprobs is not None
         p = points.get(item_id)
-        times.append(survival_time(ia, ib, p))
         if p is None:
             if both:
                 deltas += shared_deltas(ia, ib, None)
@@ -395,7 +392,7 @@ def measure_pair(
         explanations.append(explain(p, (ia, ib), entries, threshold, sampled))
         if p.index is not None and both:
             deltas += shared_deltas(ia, ib, p.index)
-    return _mechanism(pair, ps, threshold, explanations, deltas, times, used)
+    return _mechanism(pair, ps, threshold, explanations, deltas, used)
 
 
 def _mechanism(
@@ -404,10 +401,10 @@ def _mechanism(
     threshold: float,
     explanations: list[Explanation],
     deltas: list[float],
-    times: Sequence[tuple[int, bool] | None],
     used: list[Item],
 ) -> PairMechanism:
-    hazard, left_out = pair_hazard(times)
+    # The survival times are the pairing's own (``PairResult.times``), taken in its pass.
+    hazard, left_out = pair_hazard(pair.times)
     return PairMechanism(
         suite=pair.suite,
         a=pair.a,
@@ -420,5 +417,5 @@ def _mechanism(
         no_token_data=left_out,
         precision=precision(used, known_dtype([pair.a_run.header.engine, pair.b_run.header.engine])),
         probe_path=ps.path if ps else None,
-        times=tuple(t for t in times if t is not None),
+        times=tuple(t for t in pair.times if t is not None),
     )

@@ -95,14 +95,14 @@ def compare_runs(a: Run, b: Run, kind: Kind) -> PairResult:
             missing += ia is None or ib is None
             continue
         logprobs = logprobs or ia.logprobs is not None or ib.logprobs is not None
-        # find_divergence is None exactly when the texts are equal: most items of a large record,
-        # and at a million of them the two calls it saves were a second.
         if ia.metadata.get("comparable") is False:
             # Sampled without a seed: not compared, and not exposure either. Its tokens counted
             # as "at risk, no divergence" would pull the hazard down by traffic never compared.
             noncomparable += 1
             continue
         total += 1
+        # find_divergence is None exactly when the texts are equal: most items of a large record,
+        # and at a million of them the two calls it saves were a second.
         d = None if ia.text == ib.text else find_divergence(item_id, ia, ib)
         if d is None:
             identical += 1

@@ -11,6 +11,7 @@ for 49k tokens, ~1.5 s for 151k) gives the same hash, computed by the same funct
 from __future__ import annotations
 
 import functools
+import stat
 from pathlib import Path
 
 
@@ -25,7 +26,7 @@ def served_vocab(path: str | None, n_vocab: int | None = None) -> str | None:
         st = p.stat()
     except (OSError, ValueError):
         return None
-    if not p.is_file():
+    if not stat.S_ISREG(st.st_mode):  # a device or a pipe named by a server is not read
         return None
     got = _hash(str(p.resolve()), st.st_size, st.st_mtime_ns)
     if got is None or (n_vocab is not None and got[1] != n_vocab):
