@@ -57,3 +57,11 @@ def test_token_index_from_ids_and_from_text() -> None:
 def test_prefix_case() -> None:
     d = find_divergence("i", side("abc"), side("abcdef"))
     assert d is not None and d.char_index == 3 and d.a_next == "" and d.b_next == "def"
+
+
+@given(st.text(alphabet=st.characters(), min_size=0), st.text(alphabet=st.characters()), st.text())
+def test_first_char_difference_with_lone_surrogates_and_wide_characters(p: str, x: str, y: str) -> None:
+    # A JSON escape such as "\ud800" decodes to a lone surrogate, which has no UTF-8 form.
+    a, b = p + "\ud800" + x, p + "é" + y
+    assert first_char_difference(a, b) == first_difference(a, b)
+    assert first_char_difference("a€b", "a€c") == 2 and first_char_difference("€x", "₤x") == 0

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
 
 NAN = math.nan
+_NONE = (NAN, NAN)
 
 
 # The columns, in their order within each row.
@@ -26,18 +28,22 @@ _WIDTH = len(FIELDS)
 
 
 class Columns:
-    """Growing float columns, one row per item: ``add`` while reading, ``array`` after.
+    """Growing float columns, one row per item: ``add`` or ``extend`` while reading, ``array`` after.
 
-    One interleaved array, extended by a row at a time: one call per item line (eight appends to
-    eight arrays cost 1.6 µs a line, a third of the read)."""
+    Rows added one at a time go into one interleaved array (one call per item line: eight appends
+    to eight arrays cost 1.6 µs a line, a third of the read); a block of items decoded at once
+    becomes a block of rows, and the blocks are joined once, when a column is first asked for
+    (growing one array block by block re-copied it each time it outgrew its pages)."""
 
-    __slots__ = ("_rows",)
+    __slots__ = ("_blocks", "_n", "_rows")
 
     def __init__(self) -> None:
         self._rows = array("d")
+        self._blocks: list[np.ndarray] = []  # rows before those in ``_rows``, in order
+        self._n = 0  # rows in ``_blocks``
 
     def __len__(self) -> int:
-        return len(self._rows) // _WIDTH
+        return self._n + len(self._rows) // _WIDTH
 
     def add(self, item: Any) -> None:
         meta = item.metadata
@@ -55,11 +61,42 @@ class Columns:
             )
         )
 
+    def extend(self, items: Sequence[Any]) -> None:
+        """``add`` of each of ``items``, a column at a time: one list comprehension per field
+        instead of a call per item (a block decoded whole, ``record._read_blocks``)."""
+        import numpy as np
+
+        self._flush()
+        rows = np.empty((len(items), _WIDTH))
+        rows[:, 0] = [item.error is not None for item in items]
+        # numpy reads None as NaN in a float array: absent fields, as ``add`` writes them.
+        rows[:, 1] = [item.latency_s for item in items]
+        rows[:, 2] = [item.finished_at for item in items]
+        rows[:, 3] = [item.n_tokens or 0 for item in items]
+        rows[:, 4] = [item.ttft_s for item in items]
+        rows[:, 5] = [item.itl_s for item in items]
+        rows[:, 6:] = [engine_counters(item.metadata) if item.metadata else _NONE for item in items]
+        self._blocks.append(rows)
+        self._n += len(items)
+
+    def _flush(self) -> None:
+        """The rows added one at a time, as a block of their own."""
+        if self._rows:
+            import numpy as np
+
+            self._blocks.append(np.frombuffer(self._rows, dtype=float).reshape(-1, _WIDTH).copy())
+            self._n += len(self._rows) // _WIDTH
+            self._rows = array("d")
+
     def array(self, name: str) -> np.ndarray:
         """One column (a view: error is 1.0 where the engine failed, other fields NaN if absent)."""
         import numpy as np  # here: reading a record must not import numpy
 
-        return np.frombuffer(self._rows, dtype=float).reshape(-1, _WIDTH)[:, FIELDS.index(name)]
+        self._flush()
+        if len(self._blocks) != 1:
+            joined = np.concatenate(self._blocks) if self._blocks else np.empty((0, _WIDTH))
+            self._blocks = [joined]
+        return self._blocks[0][:, FIELDS.index(name)]
 
 
 def engine_counters(metadata: dict[str, Any]) -> tuple[float, float]:

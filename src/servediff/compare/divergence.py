@@ -84,9 +84,25 @@ def first_difference(a: Sequence[object], b: Sequence[object]) -> int:
 
 
 def first_char_difference(a: str, b: str) -> int:
-    """Like first_difference, but fast for long strings: compare halves before characters."""
+    """Like first_difference, but fast for long strings: the lowest set bit of the XOR of the two
+    texts' UTF-8 bytes is their first differing byte, found in C (a bisection by slices took ~5 µs
+    a pair: 1.5 s for the 300,000 divergences of a million-item shadow compare)."""
     if a == b:
         return len(a)
+    try:
+        ab, bb = a.encode(), b.encode()
+    except UnicodeEncodeError:  # a lone surrogate (a JSON escape can make one): no UTF-8 form
+        return _bisect_difference(a, b)
+    n = min(len(ab), len(bb))
+    x = int.from_bytes(ab[:n], "little") ^ int.from_bytes(bb[:n], "little")
+    k = n if x == 0 else ((x & -x).bit_length() - 1) // 8  # bytes both share
+    if len(ab) == len(a) and len(bb) == len(b):
+        return k  # ASCII: a byte is a character
+    # The characters wholly within the shared bytes (a character cut at k is not shared).
+    return len(ab[:k].decode("utf-8", "ignore"))
+
+
+def _bisect_difference(a: str, b: str) -> int:
     lo, hi = 0, min(len(a), len(b))
     # Invariant: a[:lo] == b[:lo]. Bisection costs O(n log n) in C instead of an O(n) Python loop.
     while lo < hi:

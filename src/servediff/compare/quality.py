@@ -11,6 +11,7 @@ between two configurations, and per subject how often they gave the same answer.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -117,7 +118,13 @@ CHANCE = {"mmlu": 0.25, "mmlu-letter": 0.25}  # four options
 
 
 def is_scored(run: Run) -> bool:
-    return any(item.correct is not None for item in run.items.values())
+    # Every field read by one C call per item, and None counted in C: an unscored run (shadow
+    # traffic: a million items) is scanned to its end, and a generator paid a Python step a line.
+    values = run.items.values()
+    return list(map(_CORRECT, values)).count(None) != len(values)
+
+
+_CORRECT = operator.attrgetter("correct")
 
 
 def _counts(item: Item | None) -> bool:

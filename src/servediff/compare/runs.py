@@ -9,6 +9,7 @@ output tokens it produced, before reading any comparison built on them.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 from servediff.compare.study import Study
@@ -28,13 +29,16 @@ class RunRow:
     concurrency: int
 
 
+_ERROR, _N_TOKENS = operator.attrgetter("error"), operator.attrgetter("n_tokens")
+
+
 def run_row(label: str, suite: str, run: Run) -> RunRow:
-    errors = output_tokens = 0
-    for i in run.items.values():  # one pass: at a million items each costs most of a second
-        if i.error is not None:
-            errors += 1
-        else:
-            output_tokens += i.n_tokens or 0
+    # Two fields per item, each read by one C call an item (at a million items a Python loop over
+    # them cost a quarter of a second a run).
+    values = run.items.values()
+    failed = list(map(_ERROR, values))
+    errors = len(failed) - failed.count(None)
+    output_tokens = sum(n or 0 for n, e in zip(map(_N_TOKENS, values), failed) if e is None)
     return RunRow(
         label=label,
         suite=suite,

@@ -84,35 +84,44 @@ class Study:
 
 def compare_runs(a: Run, b: Run, kind: Kind) -> PairResult:
     divergences: list[Divergence] = []
-    identical = total = errors = noncomparable = missing = 0
+    errors = noncomparable = missing = 0
     times: list[tuple[int, bool] | None] = []
     at_risk: dict[int, tuple[int, bool]] = {}  # one (n, False) per length, not one per item
     logprobs = False
     ids = a.header.suite.item_ids
+    append, diverged = times.append, divergences.append
+    # A million items a side pass through here: the loop keeps to locals, and each check is made
+    # where its answer is needed (most items are error-free, comparable and identical).
     for item_id, ia, ib in zip(ids, _in_order(a, ids), _in_order(b, ids)):
         if ia is None or ib is None or ia.error or ib.error:
             errors += 1
             missing += ia is None or ib is None
             continue
-        logprobs = logprobs or ia.logprobs is not None or ib.logprobs is not None
-        if ia.metadata.get("comparable") is False:
+        if not logprobs and (ia.logprobs is not None or ib.logprobs is not None):
+            logprobs = True
+        meta = ia.metadata
+        if meta and meta.get("comparable") is False:
             # Sampled without a seed: not compared, and not exposure either. Its tokens counted
             # as "at risk, no divergence" would pull the hazard down by traffic never compared.
             noncomparable += 1
             continue
-        total += 1
         # find_divergence is None exactly when the texts are equal: most items of a large record,
         # and at a million of them the two calls it saves were a second.
-        d = None if ia.text == ib.text else find_divergence(item_id, ia, ib)
-        if d is None:
-            identical += 1
-        else:
-            divergences.append(d)
-        if d is None and ia.n_tokens is not None:  # survival_time's common case, inline
-            n = ia.n_tokens
-            times.append(at_risk.get(n) or at_risk.setdefault(n, (n, False)))
-        else:
-            times.append(survival_time(ia, ib, None if d is None else d.token))
+        n = ia.n_tokens
+        if ia.text == ib.text:
+            if n is not None:  # survival_time's common case, inline
+                append(at_risk.get(n) or at_risk.setdefault(n, (n, False)))
+            else:
+                append(survival_time(ia, ib, None))
+            continue
+        d = find_divergence(item_id, ia, ib)
+        if d is None:  # not reached: unequal texts always diverge
+            append(survival_time(ia, ib, None))
+            continue
+        diverged(d)
+        append(survival_time(ia, ib, d.token))
+    total = len(times)
+    identical = total - len(divergences)
     return PairResult(
         suite=a.header.suite.name,
         a=a.label,

@@ -1,0 +1,149 @@
+"""A lean (shadow) record read in blocks, each block decoded as one JSON array: the same items,
+columns, cut lines and errors as the ordinary line-by-line read of the same file.
+
+The records are written by the shadow proxy's own recorder; the block size is made small so that
+every case (a block of one line, a line longer than a block, a block that ends mid-file) is met
+by a few hundred lines.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from servediff import record
+from servediff.columns import FIELDS, Columns
+from servediff.record import Item, RecordError, Run, read_run
+from servediff.shadow.recorder import Recorder
+from servediff.shadow.request import parse
+from servediff.types import Completion
+
+ITEMS = 400
+BLOCKS = (64, 700, 4096, 1 << 20)  # bytes: under a line, a few lines, many, the whole file
+
+
+def write(out: Path, seed: int = 7) -> tuple[Path, Path]:
+    """Chat requests answered alike or not, some sampled without a seed, some failed, some with
+    the engine's timings, some texts beyond ASCII, one request sent twice (``#2``)."""
+    rng = random.Random(seed)
+    rec = Recorder(
+        out, {"primary": {"kind": "http", "model": "m"}, "candidate": {"kind": "http", "model": "m"}}, "s"
+    )
+    rec.open()
+    for i in range(ITEMS):
+        temperature = 0.7 if i % 37 == 0 else 0
+        content = "q3" if i == 200 else f"q{i}"  # the 200th is the 3rd request again
+        body = {"model": "m", "temperature": temperature, "messages": [{"role": "user", "content": content}]}
+        req = parse("/v1/chat/completions", json.dumps(body).encode(), [], 0)
+        text = " ".join(rng.choices(["a", "bé", "c€", "d", "\u2028", '"q"', "\\"], k=rng.randint(0, 40)))
+        other = text if rng.random() < 0.6 else text + " then"
+        timings = {"predicted_n": 9, "predicted_ms": 30.5} if i % 5 == 0 else None
+        primary = Completion(
+            "", text=text, finish_reason="stop", latency_s=0.1 + rng.random(), n_tokens=rng.choice([None, 9])
+        )
+        candidate = Completion(
+            "", text=other, finish_reason="length", latency_s=0.2, n_tokens=9, engine_timings=timings
+        )
+        if i % 41 == 2:
+            candidate = Completion("", text="", latency_s=0.1, error="HTTP 500")
+        rec.write(req, rec.item_id(req), primary, candidate)
+    rec.close()
+    return out / "primary-0001.jsonl", out / "candidate-0001.jsonl"
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return write(tmp_path_factory.mktemp("blocks"))
+
+
+def seen(item: Item) -> tuple[object, ...]:
+    """What a lean item keeps: every field but the input and the text's hash, and the metadata
+    compare reads."""
+    fields = msgspec.structs.asdict(item)
+    keep = {k: v for k, v in item.metadata.items() if k in ("comparable", "engine", "engine_timings")}
+    return (*(v for k, v in fields.items() if k not in ("input", "sha256", "metadata")), keep)
+
+
+def lean_pair(paths: tuple[Path, Path]) -> tuple[Run, Run]:
+    a = read_run(paths[0], lean=True)
+    return a, read_run(paths[1], lean=True, beside=[a])
+
+
+@pytest.mark.parametrize("size", BLOCKS)
+def test_blocks_read_the_same_items_and_columns_as_lines(
+    records: tuple[Path, Path], size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(record, "_BLOCK_BYTES", size)
+    lean = lean_pair(records)
+    for run, path in zip(lean, records):
+        whole = read_run(path)
+        assert list(run.items) == list(whole.items)  # the request sent twice: its own id (#2)
+        assert [seen(i) for i in run.items.values()] == [seen(i) for i in whole.items.values()]
+        assert (run.end, run.torn, run.unterminated) == (whole.end, whole.torn, whole.unterminated)
+        by_line = Columns()
+        for item in whole.items.values():
+            by_line.add(item)
+        assert run.columns is not None and len(run.columns) == len(by_line) == ITEMS
+        for name in FIELDS:
+            got, want = run.columns.array(name).tolist(), by_line.array(name).tolist()
+            assert got == pytest.approx(want, nan_ok=True)
+    a, b = lean
+    assert sum(a.items[i].text is b.items[i].text for i in a.items) > ITEMS // 2  # equal texts shared
+    assert all(a.items[i] is not b.items[i] and a.items[i].id is b.items[i].id for i in a.items)
+
+
+def edit(path: Path, out: Path, change: dict[int, bytes]) -> Path:
+    """A copy of the record with some item lines (1 = the first after the header) replaced."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    for n, line in change.items():
+        lines[n] = line
+    out.write_bytes(b"".join(lines))
+    return out
+
+
+@pytest.mark.parametrize("size", BLOCKS)
+def test_blank_lines_a_cut_last_line_and_no_last_newline_read_as_line_by_line(
+    records: tuple[Path, Path], tmp_path: Path, size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(record, "_BLOCK_BYTES", size)
+    data = records[0].read_bytes()
+    cases = {
+        "blank": edit(records[0], tmp_path / "blank.jsonl", {1: b"\n", 150: b"   \n"}),
+        "cut": tmp_path / "cut.jsonl",
+        "unterminated": tmp_path / "unterminated.jsonl",
+    }
+    cases["cut"].write_bytes(data[:-25])
+    cases["unterminated"].write_bytes(data[:-1])
+    for path in cases.values():
+        lean, whole = read_run(path, lean=True), read_run(path)
+        assert [seen(i) for i in lean.items.values()] == [seen(i) for i in whole.items.values()]
+        assert (lean.end, lean.torn, lean.unterminated) == (whole.end, whole.torn, whole.unterminated)
+    assert read_run(cases["cut"], lean=True).torn == ITEMS + 1
+    assert len(read_run(cases["blank"], lean=True).items) == ITEMS - 2
+
+
+@pytest.mark.parametrize("size", BLOCKS)
+def test_a_bad_line_in_a_block_is_named_as_line_by_line(
+    records: tuple[Path, Path], tmp_path: Path, size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(record, "_BLOCK_BYTES", size)
+    lines = records[0].read_bytes().splitlines(keepends=True)
+    two = lines[300].rstrip(b"\n") + b", " + lines[301]  # two objects on one line: not one item
+    cases = {
+        "two objects": {300: two},
+        "bad field": {250: lines[250].replace(b'"latency_s": ', b'"latency_s": "slow", "x": ')},
+        "not JSON": {333: b'{"id": "x", "text": \n'},
+        "not UTF-8": {120: lines[120].replace(b"stop", b"st\xffop")},
+    }
+    for name, change in cases.items():
+        path = edit(records[0], tmp_path / f"{name}.jsonl", change)
+        with pytest.raises(RecordError) as whole:
+            read_run(path)
+        with pytest.raises(RecordError) as lean:
+            read_run(path, lean=True)
+        assert str(lean.value) == str(whole.value), name
+        assert f"{path}:{min(change) + 1}:" in str(lean.value), name
