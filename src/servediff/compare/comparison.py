@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import msgspec
 
@@ -110,7 +112,7 @@ class Comparison:
     # "seeds honoured", "seeds NOT honoured"
     verdict: ControlVerdict | None
     threshold: float
-    divergences: tuple[DivergenceView, ...]
+    divergences: Sequence[DivergenceView]  # a DivergenceViews, or a tuple
     classes: tuple[tuple[DivergenceClass, int], ...]  # every class, in a fixed order, with its count
     gap_median: float | None  # A's gap over the divergences that have one
     gap_max: float | None
@@ -131,12 +133,12 @@ def comparison(p: PairResult, options: ReportOptions) -> Comparison:
     m = measure_pair(p, options.probes, options.near_tie)
     # Coarse logits (bf16): each gap is also given in steps of the logprob grid.
     step = m.precision.smallest_step if m.precision.coarse else None
-    legend: list[str] = []
-    views = tuple(
-        divergence_view(d, (d.a, d.b), e, legend, step) for d, e in zip(p.divergences, _explained(p, m))
-    )
-    counts = Counter(v.cls for v in views)
-    gaps = sorted(v.a.gap for v in views if v.a is not None and v.a.gap is not None)
+    explained = _explained(p, m)
+    legend = probe_legend(explained)
+    views = DivergenceViews(p.divergences, explained, legend, step)
+    counts = Counter(e.cls for e in explained)
+    gaps = sorted(e.a.gap for e in explained if e.a is not None and e.a.gap is not None)
+    views.gapped = len(gaps)
     return Comparison(
         suite=p.suite,
         a=p.a,
@@ -165,6 +167,82 @@ def comparison(p: PairResult, options: ReportOptions) -> Comparison:
         sampled=is_sampled(p.a_run),
         survival=tuple(zip(*kaplan_meier(m.times))),
     )
+
+
+class DivergenceViews(Sequence[DivergenceView]):
+    """Every divergence's view, in order, each made when it is first read.
+
+    A million-item shadow compare holds 300,000 divergences: a Markdown report shows the first
+    1,000 and counts the rest (from the explanations, which are all made), while --json and the
+    HTML's histogram read them all. Equal to the tuple of the same views."""
+
+    __slots__ = ("_divergences", "_explained", "_legend", "_made", "_step", "gapped")
+
+    def __init__(
+        self,
+        divergences: Sequence[Divergence],
+        explained: Sequence[Explanation],
+        legend: list[str],
+        step: float | None,
+    ) -> None:
+        self._divergences, self._explained = divergences, explained
+        self._legend, self._step = legend, step
+        self._made: list[DivergenceView | None] = [None] * len(divergences)
+        self.gapped = 0  # views whose A side has a gap (the report's histogram counts them)
+
+    def __len__(self) -> int:
+        return len(self._made)
+
+    @overload
+    def __getitem__(self, i: int) -> DivergenceView: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[DivergenceView, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> DivergenceView | tuple[DivergenceView, ...]:
+        if isinstance(i, slice):
+            return tuple(self._view(j) for j in range(*i.indices(len(self))))
+        return self._view(range(len(self))[i])
+
+    def __iter__(self) -> Iterator[DivergenceView]:
+        return (self._view(j) for j in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(other) == len(self) and all(x == y for x, y in zip(self, other))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"DivergenceViews({len(self)} divergences)"
+
+    def _view(self, j: int) -> DivergenceView:
+        made = self._made[j]
+        if made is None:
+            d = self._divergences[j]
+            made = divergence_view(d, (d.a, d.b), self._explained[j], self._legend, self._step)
+            self._made[j] = made
+        return made
+
+
+def gapped(views: Sequence[DivergenceView]) -> int:
+    """Views whose A side has a gap, counted without making the views where they are made lazily."""
+    if isinstance(views, DivergenceViews):
+        return views.gapped
+    return sum(1 for d in views if d.a is not None and d.a.gap is not None)
+
+
+def probe_legend(explained: Sequence[Explanation]) -> list[str]:
+    """Each probe's source once, numbered in the order the views cite them (A, B, A's probe,
+    B's probe, divergence by divergence): footnote n is ``legend[n - 1]``."""
+    legend: list[str] = []
+    for e in explained:
+        for d in (e.a, e.b, e.a_probe, e.b_probe):
+            if d is not None and d.source != RECORDED and d.source not in legend:
+                legend.append(d.source)
+    return legend
 
 
 def _explained(p: PairResult, m: PairMechanism) -> list[Explanation]:
@@ -202,7 +280,7 @@ def _tokens_match_text(item: Item) -> bool:
     return item.tokens is not None and "".join(item.tokens) == item.text
 
 
-def _split(d: Divergence, a: Item, b: Item) -> tuple[str, str, str, str, str]:
+def _split(d: Divergence, c: int, a: Item, b: Item) -> tuple[str, str, str, str, str]:
     """prefix | A's first differing token | A's rest | B's token | B's rest; by character
     when the records hold no token texts that spell the completion."""
     t = d.token_index
@@ -223,20 +301,20 @@ def _split(d: Divergence, a: Item, b: Item) -> tuple[str, str, str, str, str]:
             b_first,
             b.text[len(prefix) + len(b_first) :],
         )
-    c = d.char_index
     return a.text[:c], a.text[c : c + 1], a.text[c + 1 :], b.text[c : c + 1], b.text[c + 1 :]
 
 
 def divergence_view(
     d: Divergence, items: tuple[Item, Item], e: Explanation, legend: list[str], step: float | None
 ) -> DivergenceView:
-    prefix, a_first, a_rest, b_first, b_rest = _split(d, *items)
+    c = d.char_index
+    prefix, a_first, a_rest, b_first, b_rest = _split(d, c, *items)
     point = e.point
     # Positional, in the struct's field order: 300,000 views in a million-item shadow compare,
     # and a call by keyword builds a dictionary of 21 names for each.
     return DivergenceView(
         d.item_id,
-        d.char_index,
+        c,
         point.index,
         point.alignment,
         point.a_token,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servediff.compare.comparison import Comparison
+from servediff.compare.comparison import Comparison, gapped
 from servediff.compare.factor_table import FactorTable
 from servediff.compare.kl_runs import KlRow
 from servediff.compare.load import LoadSweep
@@ -189,7 +189,7 @@ class Report:
     @property
     def gapped(self) -> int:
         """Divergences between configurations with A's gap known (the gap histogram's count)."""
-        return sum(1 for c in self.pairs for d in c.divergences if d.a is not None and d.a.gap is not None)
+        return sum(gapped(c.divergences) for c in self.pairs)
 
     @property
     def flagged(self) -> tuple[Claim, ...]:

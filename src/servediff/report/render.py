@@ -28,6 +28,7 @@ from markupsafe import Markup
 from pydantic import BaseModel
 
 from servediff.compare.audit import AuditAnalysis
+from servediff.compare.comparison import DivergenceViews
 from servediff.gate.result import GateReport
 from servediff.report import figures, fmt, html_doc, markdown_doc, mdtext, sections, wording
 from servediff.report.model import Report
@@ -146,7 +147,7 @@ def _plain(x: Any) -> Any:
         return None if math.isnan(x) or math.isinf(x) else x  # JSON has no NaN
     if isinstance(x, dict):
         return {k: _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
+    if isinstance(x, (list, tuple, DivergenceViews)):
         return [_plain(v) for v in x]
     return x
 
