@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from itertools import compress, repeat
 
 from servediff.compare.study import Study
 from servediff.record import Run
@@ -38,7 +39,8 @@ def run_row(label: str, suite: str, run: Run) -> RunRow:
     values = run.items.values()
     failed = list(map(_ERROR, values))
     errors = len(failed) - failed.count(None)
-    output_tokens = sum(n or 0 for n, e in zip(map(_N_TOKENS, values), failed) if e is None)
+    answered = map(operator.is_, failed, repeat(None))
+    output_tokens = sum(filter(None, compress(map(_N_TOKENS, values), answered)))  # None counts 0
     return RunRow(
         label=label,
         suite=suite,
