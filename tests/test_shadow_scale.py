@@ -7,12 +7,14 @@ comparison of the lean read is checked against the ordinary read of the same fil
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 from pathlib import Path
 
 import pytest
 
+from servediff.cli import main
 from servediff.compare.divergence import Divergence
 from servediff.compare.loader import load
 from servediff.compare.speed_table import speed_rows
@@ -176,6 +178,7 @@ def test_lean_items_drop_the_input_and_share_equal_texts(records: tuple[Path, Pa
     assert a[ids[50]].metadata == {"comparable": False}
     # The texts' hashes are not read (compare reads the texts): the whole read has them.
     assert all(a[i].sha256 == "" == b[i].sha256 for i in ids[1:])
+    assert all(a[i].finish_reason is None is b[i].finish_reason for i in ids[1:])
     whole = [read_run(p).items for p in records]
     same = [i for i in ids[1:] if whole[0][i].sha256 == whole[1][i].sha256]
     assert same and all(a[i].text is b[i].text for i in same)
@@ -199,3 +202,18 @@ def test_reports_list_at_most_a_thousand_divergences_and_count_them_all(records:
     assert f"`{pair.divergences[1000].item_id}`" not in md
     html = render.html(report)
     assert f"The first 1,000 of {n:,} divergences" in html
+
+
+def test_an_export_of_shadow_records_holds_every_field(records: tuple[Path, Path], tmp_path: Path) -> None:
+    """compare reads shadow records lean (no hash, no finish reason); an export writes every
+    field of every item, so it reads them whole."""
+    out = tmp_path / "items.csv"
+    assert main(["export", *map(str, records), "--csv", str(out)]) == 0
+    with out.open(newline="", encoding="utf-8") as f:
+        table = list(csv.DictReader(f))
+    whole = {(r.label, i.id): i for r in map(read_run, records) for i in r.items.values()}
+    assert len(table) == len(whole) == 2 * ITEMS
+    for row in table:
+        item = whole[(row["label"], row["item_id"])]
+        assert (row["sha256"], row["finish_reason"]) == (item.sha256, item.finish_reason or "")
+    assert {row["finish_reason"] for row in table} == {"stop", ""}  # "": the candidate's errors

@@ -232,7 +232,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if not (args.csv or args.parquet):
         raise UsageError("give --csv PATH and/or --parquet PATH")
-    table = rows(load(args.runs, force=args.force)[0])
+    table = rows(load(args.runs, force=args.force, lean=False)[0])  # every field of every item
     for path, write in ((args.csv, write_csv), (args.parquet, write_parquet)):
         if path:
             write(table, path)

@@ -202,18 +202,24 @@ class _ShadowMetadata(TypedDict, total=False):
 # the parameters as sent, yet they were most of an item's memory (1.7 KB per item with them,
 # 0.7 KB without, on bench/shadow.py's records). Renaming "input" to a key no line holds makes
 # the decoder skip it; unknown keys are skipped too, so the strict check of field names is the
-# ordinary read's (``lean=False``). The SHA-256 of the text is skipped likewise ("" here): compare
-# reads the texts themselves, and the hash was 113 bytes an item and a side. A subclass of Item:
+# ordinary read's (``lean=False``). The SHA-256 of the text and the finish reason are skipped
+# likewise ("" and None here): compare reads neither (it compares the texts themselves), and they
+# were 166 bytes an item and a side, each a fresh object to allocate. A subclass of Item:
 # everything downstream reads it as one.
 _LeanItem = msgspec.defstruct(
     "LeanItem",
     [
         ("input", Any, None),
         ("sha256", str, ""),
+        ("finish_reason", str | None, None),
         ("metadata", _ShadowMetadata, msgspec.field(default_factory=dict)),
     ],
     bases=(Item,),
-    rename={"input": " input (not read)", "sha256": " sha256 (not read)"},
+    rename={
+        "input": " input (not read)",
+        "sha256": " sha256 (not read)",
+        "finish_reason": " finish_reason (not read)",
+    },
     forbid_unknown_fields=False,
     frozen=True,
     kw_only=True,
@@ -720,11 +726,9 @@ _NO_METADATA: dict[str, Any] = {}
 
 def _lean(item: Item, other: Item | None) -> None:
     """One object for what both sides of a shadow request hold alike (its id, and the text of
-    most of them), for each finish reason and for empty metadata: each parsed string or dict is
-    its own object, and at a million requests these copies were about 0.6 GB."""
+    most of them), and for empty metadata: each parsed string or dict is its own object, and at a
+    million requests these copies were about 0.6 GB."""
     setattr_ = msgspec.structs.force_setattr
-    if item.finish_reason is not None:
-        setattr_(item, "finish_reason", sys.intern(item.finish_reason))
     if not item.metadata:
         setattr_(item, "metadata", _NO_METADATA)
     if other is None:
@@ -736,8 +740,7 @@ def _lean(item: Item, other: Item | None) -> None:
 
 def _lean_block(got: list[Item], twins: Iterable[Item | None]) -> None:
     """``_lean`` of every item of a block with its twin (the partner's item of its id, or None),
-    in one loop. Finish reasons are left as decoded here: interning them cost a call and a field
-    set per item (0.3 s at a million a side) to save 50 MB a side."""
+    in one loop."""
     setattr_, no_metadata = msgspec.structs.force_setattr, _NO_METADATA
     for item, twin in zip(got, twins):
         if not item.metadata:

@@ -48,16 +48,19 @@ def load(
     margin: float = DEFAULT_MARGIN,
     warmup: int = DEFAULT_WARMUP,
     checkpoints: bool = False,
+    lean: bool = True,
 ) -> tuple[Study, ReportOptions]:
     """Runs and probe records from one list of files.
 
     An experiment's load-sweep runs keep their controls (repeat vs repeat) but are not paired
-    with other configurations: the sweep section compares them among themselves."""
+    with other configurations: the sweep section compares them among themselves. ``lean``:
+    shadow records are read with only what an analysis reads (``record.read_run``); an export,
+    which writes every item's fields out, reads them whole."""
     probe_paths = [p for p in paths if is_probe_record(p)]
     runs: list[Run] = []
     for p in paths:
         if p not in probe_paths:
-            runs.append(read_run(p, lean=True, beside=runs))
+            runs.append(read_run(p, lean=lean, beside=runs))
     with gc_paused():
         study = build_study(runs, force=force, checkpoints=checkpoints)
     study = without_pairs_of(study, [c.label for c in study.configurations if is_sweep(c.runs[0])])
