@@ -8,9 +8,10 @@ by a few hundred lines.
 
 from __future__ import annotations
 
-import json
 import random
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -18,9 +19,8 @@ import pytest
 from servediff import record
 from servediff.columns import FIELDS, Columns
 from servediff.record import Item, RecordError, Run, read_run
-from servediff.shadow.recorder import Recorder
-from servediff.shadow.request import parse
 from servediff.types import Completion
+from tests.helpers.records import write_shadow
 
 ITEMS = 400
 BLOCKS = (64, 700, 4096, 1 << 20)  # bytes: under a line, a few lines, many, the whole file
@@ -30,29 +30,31 @@ def write(out: Path, seed: int = 7) -> tuple[Path, Path]:
     """Chat requests answered alike or not, some sampled without a seed, some failed, some with
     the engine's timings, some texts beyond ASCII, one request sent twice (``#2``)."""
     rng = random.Random(seed)
-    rec = Recorder(
-        out, {"primary": {"kind": "http", "model": "m"}, "candidate": {"kind": "http", "model": "m"}}, "s"
-    )
-    rec.open()
-    for i in range(ITEMS):
-        temperature = 0.7 if i % 37 == 0 else 0
-        content = "q3" if i == 200 else f"q{i}"  # the 200th is the 3rd request again
-        body = {"model": "m", "temperature": temperature, "messages": [{"role": "user", "content": content}]}
-        req = parse("/v1/chat/completions", json.dumps(body).encode(), [], 0)
-        text = " ".join(rng.choices(["a", "bé", "c€", "d", "\u2028", '"q"', "\\"], k=rng.randint(0, 40)))
-        other = text if rng.random() < 0.6 else text + " then"
-        timings = {"predicted_n": 9, "predicted_ms": 30.5} if i % 5 == 0 else None
-        primary = Completion(
-            "", text=text, finish_reason="stop", latency_s=0.1 + rng.random(), n_tokens=rng.choice([None, 9])
-        )
-        candidate = Completion(
-            "", text=other, finish_reason="length", latency_s=0.2, n_tokens=9, engine_timings=timings
-        )
-        if i % 41 == 2:
-            candidate = Completion("", text="", latency_s=0.1, error="HTTP 500")
-        rec.write(req, rec.item_id(req), primary, candidate)
-    rec.close()
-    return out / "primary-0001.jsonl", out / "candidate-0001.jsonl"
+
+    def requests() -> Iterator[tuple[dict[str, Any], Completion, Completion]]:
+        for i in range(ITEMS):
+            temperature = 0.7 if i % 37 == 0 else 0
+            content = "q3" if i == 200 else f"q{i}"  # the 200th is the 3rd request again
+            body = {
+                "model": "m",
+                "temperature": temperature,
+                "messages": [{"role": "user", "content": content}],
+            }
+            text = " ".join(rng.choices(["a", "bé", "c€", "d", "\u2028", '"q"', "\\"], k=rng.randint(0, 40)))
+            other = text if rng.random() < 0.6 else text + " then"
+            timings = {"predicted_n": 9, "predicted_ms": 30.5} if i % 5 == 0 else None
+            n_tokens = rng.choice([None, 9])
+            primary = Completion(
+                "", text=text, finish_reason="stop", latency_s=0.1 + rng.random(), n_tokens=n_tokens
+            )
+            candidate = Completion(
+                "", text=other, finish_reason="length", latency_s=0.2, n_tokens=9, engine_timings=timings
+            )
+            if i % 41 == 2:
+                candidate = Completion("", text="", latency_s=0.1, error="HTTP 500")
+            yield body, primary, candidate
+
+    return write_shadow(out, requests())
 
 
 @pytest.fixture(scope="module")

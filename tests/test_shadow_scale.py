@@ -8,9 +8,10 @@ comparison of the lean read is checked against the ordinary read of the same fil
 from __future__ import annotations
 
 import csv
-import json
 import random
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,9 +23,8 @@ from servediff.compare.study import build_study
 from servediff.record import read_run
 from servediff.report import render
 from servediff.report.assembly import build
-from servediff.shadow.recorder import Recorder
-from servediff.shadow.request import parse
 from servediff.types import Completion
+from tests.helpers.records import write_shadow
 
 ITEMS = 3_000
 WORDS = [
@@ -55,23 +55,28 @@ def write_records(out: Path, seed: int = 3) -> tuple[Path, Path]:
     """ITEMS requests, about 45 % of them answered differently by the candidate, every 50th
     sampled without a seed (non-comparable), about every 97th another a candidate error."""
     rng = random.Random(seed)
-    rec = Recorder(
-        out, {"primary": {"kind": "http", "model": "m"}, "candidate": {"kind": "http", "model": "m"}}, "s"
-    )
-    rec.open()
-    for i in range(ITEMS):
-        temperature = 0.7 if i % 50 == 0 else 0
-        body = {"model": "m", "temperature": temperature, "messages": [{"role": "user", "content": f"q{i}"}]}
-        req = parse("/v1/chat/completions", json.dumps(body).encode(), [], 0)
-        text = " ".join(rng.choices(WORDS, k=rng.randint(5, 30)))
-        other = text if rng.random() < 0.55 else text + " and so on"
-        primary = Completion("", text=text, finish_reason="stop", latency_s=0.1 + rng.random(), n_tokens=9)
-        candidate = Completion("", text=other, finish_reason="stop", latency_s=0.2 + rng.random(), n_tokens=9)
-        if i % 97 == 1 and i % 50:  # an error is counted as one, never as non-comparable
-            candidate = Completion("", text="", latency_s=0.1, error="HTTP 500")
-        rec.write(req, rec.item_id(req), primary, candidate)
-    rec.close()
-    return out / "primary-0001.jsonl", out / "candidate-0001.jsonl"
+
+    def requests() -> Iterator[tuple[dict[str, Any], Completion, Completion]]:
+        for i in range(ITEMS):
+            temperature = 0.7 if i % 50 == 0 else 0
+            body = {
+                "model": "m",
+                "temperature": temperature,
+                "messages": [{"role": "user", "content": f"q{i}"}],
+            }
+            text = " ".join(rng.choices(WORDS, k=rng.randint(5, 30)))
+            other = text if rng.random() < 0.55 else text + " and so on"
+            primary = Completion(
+                "", text=text, finish_reason="stop", latency_s=0.1 + rng.random(), n_tokens=9
+            )
+            candidate = Completion(
+                "", text=other, finish_reason="stop", latency_s=0.2 + rng.random(), n_tokens=9
+            )
+            if i % 97 == 1 and i % 50:  # an error is counted as one, never as non-comparable
+                candidate = Completion("", text="", latency_s=0.1, error="HTTP 500")
+            yield body, primary, candidate
+
+    return write_shadow(out, requests())
 
 
 @pytest.fixture(scope="module")

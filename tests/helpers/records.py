@@ -7,6 +7,8 @@ chosen correctness) rather than whatever a model happens to generate.
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,3 +77,22 @@ def write_run(
             score = None if x.correct is None or x.error else Score(x.answer, x.gold or "", x.correct)
             f.write(item_line(completion(x), [{"role": "user", "content": x.id}], score, x.metadata))
     return path
+
+
+def write_shadow(
+    out: Path, requests: Iterable[tuple[dict[str, Any], Completion, Completion]]
+) -> tuple[Path, Path]:
+    """One segment of shadow records, written by the shadow proxy's own recorder: each request
+    body (a chat completion), parsed as the proxy parses it, with the primary's and the
+    candidate's answers. Returns (primary record, candidate record)."""
+    from servediff.shadow.recorder import Recorder
+    from servediff.shadow.request import parse
+
+    engine = {"kind": "http", "model": "m"}
+    rec = Recorder(out, {"primary": engine, "candidate": dict(engine)}, "s")
+    rec.open()
+    for body, primary, candidate in requests:
+        req = parse("/v1/chat/completions", json.dumps(body).encode(), [], 0)
+        rec.write(req, rec.item_id(req), primary, candidate)
+    rec.close()
+    return out / "primary-0001.jsonl", out / "candidate-0001.jsonl"
