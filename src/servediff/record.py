@@ -491,7 +491,8 @@ def _read_items(
 
 
 class _Reader:
-    """Where a read stands: the next line's number, the end of the complete lines, the last line."""
+    """Where a read stands: the last line's number, the end of the complete lines, the last line,
+    and how many items were decoded (the partner's item at that position is the next one's twin)."""
 
     __slots__ = (
         "columns",
