@@ -194,9 +194,9 @@ def compare(items: int, sync: bool = True) -> None:
     a, b = write_shadow_pair(items, work)
     size = a.stat().st_size / 2**20
     if sync:
-        # On disk, as a shadow session's records are by the time anyone compares them. Compared
-        # while 1.4 GB just written are still being written back, the compare's own system time
-        # was 2-3 s higher (3.7 s against 1.35 s on the same files, synced in between).
+        # On disk, as a shadow session's records are by the time anyone compares them, so that
+        # the write-back of 1.4 GB does not overlap the compare. It is not what makes the compare's
+        # time vary from run to run: that is the first touch of cold memory (BENCHMARKS.md).
         os.sync()
     before = os.getloadavg()[0]
     timed = run_timed([PYTHON, "-m", "servediff", "compare", str(a), str(b), "--md", str(work / "r.md")])
