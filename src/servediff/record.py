@@ -601,6 +601,7 @@ def _read_blocks(reader: _Reader, f: IO[bytes]) -> None:
     line, a bad one, or a line holding two objects; so does the first item (read whole) and a
     last line without its newline."""
     buf, filled = bytearray(_BLOCK_BYTES), 0  # filled: bytes in buf, a cut line carried at its front
+    masks: list[Any] = []  # _line_ends' scratch, this read's own
     while True:
         if filled == len(buf):  # one line longer than the buffer: make room
             buf.extend(bytes(len(buf)))
@@ -616,7 +617,7 @@ def _read_blocks(reader: _Reader, f: IO[bytes]) -> None:
             reader.lines(iter((bytes(buf[start:end]),)))
             start = end
         if start < cut:
-            items = _decode_block(buf, start, cut)
+            items = _decode_block(buf, start, cut, masks)
             if items is None:
                 if not reader.lines(iter(io.BytesIO(buf[start:cut]))):
                     return
@@ -628,7 +629,7 @@ def _read_blocks(reader: _Reader, f: IO[bytes]) -> None:
         reader.lines(iter((bytes(buf[:filled]),)))
 
 
-def _decode_block(buf: bytearray, start: int, end: int) -> list[Item] | None:
+def _decode_block(buf: bytearray, start: int, end: int, masks: list[Any]) -> list[Item] | None:
     """The items of the complete lines ``buf[start:end]``, one per line, or None where that is
     not what they hold. ``decode_lines`` passes over blank lines and takes two objects on one
     line; a block where every newline follows a closing brace and each gave one item has
@@ -639,29 +640,27 @@ def _decode_block(buf: bytearray, start: int, end: int) -> list[Item] | None:
             got = _LEAN_DECODER.decode_lines(block)
         except msgspec.DecodeError:
             return None
-    lines, closed = _line_ends(buf, start, end)
+    lines, closed = _line_ends(buf, start, end, masks)
     return got if len(got) == lines == closed else None
 
 
-def _line_ends(buf: bytearray, start: int, end: int) -> tuple[int, int]:
+def _line_ends(buf: bytearray, start: int, end: int, masks: list[Any]) -> tuple[int, int]:
     """(newlines, newlines right after a closing brace) in ``buf[start:end]``, counted by numpy:
-    ``bytes.count`` scans a byte at a time, 0.4 s for the two counts over a 350 MB record. The
-    two masks are kept from block to block (fresh ones were fresh pages each time)."""
+    ``bytes.count`` scans a byte at a time, 0.4 s for the two counts over a 350 MB record.
+    ``masks``: the read's two boolean masks, kept from block to block (fresh ones were fresh
+    pages each time); made here on first use, and again when a block outgrows them."""
     import numpy as np  # a lean read is compare's, which has numpy loaded already
 
     n = end - start
-    if len(_MASKS) != 2 or len(_MASKS[0]) < n:
-        _MASKS[:] = [np.empty(max(n, _BLOCK_BYTES), bool), np.empty(max(n, _BLOCK_BYTES), bool)]
-    newline, after_brace = _MASKS[0][:n], _MASKS[1][:n]
+    if not masks or len(masks[0]) < n:
+        masks[:] = [np.empty(max(n, _BLOCK_BYTES), bool), np.empty(max(n, _BLOCK_BYTES), bool)]
+    newline, after_brace = masks[0][:n], masks[1][:n]
     b = np.frombuffer(buf, np.uint8, n, start)
     np.equal(b, 10, out=newline)
     after_brace[0] = False
     np.equal(b[:-1], 125, out=after_brace[1:])
     after_brace &= newline
     return int(np.count_nonzero(newline)), int(np.count_nonzero(after_brace))
-
-
-_MASKS: list[Any] = []  # _line_ends' two boolean masks (numpy arrays), made on first use
 
 
 _NO_PARTNER: dict[str, Item] = {}
