@@ -474,16 +474,15 @@ def _partner(run: Run, beside: Sequence[Run]) -> dict[str, Item] | None:
     return None
 
 
-def _read_items(
-    run: Run, lines: Iterator[bytes], lean: bool = False, partner: dict[str, Item] | None = None
-) -> None:
-    """Every item line of ``lines`` into ``run`` (the header already read)."""
+def _read_items(run: Run, f: IO[bytes], lean: bool = False, partner: dict[str, Item] | None = None) -> None:
+    """Every item line of ``f`` into ``run`` (its header already read): line by line, or a lean
+    read in blocks."""
     reader = _Reader(run, lean, partner)
     try:
         if lean:
-            _read_blocks(reader, cast(IO[bytes], lines))
+            _read_blocks(reader, f)
         else:
-            reader.lines(lines)
+            reader.lines(f)
     finally:
         run.end = reader.end
         if reader.last is not None:
@@ -501,7 +500,6 @@ class _Reader:
         "last",
         "lean",
         "n",
-        "other",
         "partner",
         "read",
         "run",
@@ -513,7 +511,6 @@ class _Reader:
     def __init__(self, run: Run, lean: bool, partner: dict[str, Item] | None) -> None:
         self.run, self.lean, self.partner = run, lean, partner
         self.items, self.columns = run.items, run.columns
-        self.other = partner.get if partner is not None else _NO_PARTNER.get
         self.twins: list[Item] | None = None  # the partner's items in its order, once asked for
         self.read = 0  # item lines decoded
         # The number of the last line read (the header is line 1).
@@ -528,7 +525,7 @@ class _Reader:
         with it, or it is a cut last line. The loop keeps to locals (a whole read of a large
         record passes through here) and finds a blank line by the decoder refusing it."""
         decode = _DECODER.decode if self.whole else _LEAN_DECODER.decode
-        items, columns, lean, other = self.items, self.columns, self.lean, self.other
+        items, columns, lean = self.items, self.columns, self.lean
         n, end, last = self.n, self.end, self.last
         try:
             for line in lines:
@@ -549,7 +546,7 @@ class _Reader:
                 if item.token_ids or item.tokens:
                     _share(item, self.shared)
                 if lean:
-                    _lean(item, other(item.id))
+                    _lean([item], self._twins([item.id]))
                     # The first item is read whole: the report names the prompts' form from it.
                     decode, self.whole = _LEAN_DECODER.decode, False
                 items[item.id] = item
@@ -568,7 +565,7 @@ class _Reader:
             if item.token_ids or item.tokens:
                 _share(item, self.shared)
         ids = [item.id for item in got]
-        _lean_block(got, self._twins(ids))
+        _lean(got, self._twins(ids))
         ids = [item.id for item in got]  # the partner's id objects, where shared
         self.items.update(zip(ids, got))  # the last line of an id wins, as line by line
         self.read += len(got)
@@ -589,7 +586,7 @@ class _Reader:
         twins = self.twins[self.read : self.read + len(ids)]
         if [t.id for t in twins] == ids:
             return twins
-        return map(self.other, ids)
+        return map(self.partner.get, ids)
 
 
 def _read_blocks(reader: _Reader, f: IO[bytes]) -> None:
@@ -663,9 +660,6 @@ def _line_ends(buf: bytearray, start: int, end: int, masks: list[Any]) -> tuple[
     return int(np.count_nonzero(newline)), int(np.count_nonzero(after_brace))
 
 
-_NO_PARTNER: dict[str, Item] = {}
-
-
 def _lax(line: bytes) -> Item:
     """A line the strict decoder refused: pydantic says what is wrong with it (ValidationError),
     or, where its lax mode accepts it (a number written as a string), the item it means."""
@@ -724,23 +718,11 @@ def seal(run: Run) -> str | None:
 _NO_METADATA: dict[str, Any] = {}
 
 
-def _lean(item: Item, other: Item | None) -> None:
+def _lean(got: list[Item], twins: Iterable[Item | None]) -> None:
     """One object for what both sides of a shadow request hold alike (its id, and the text of
     most of them), and for empty metadata: each parsed string or dict is its own object, and at a
-    million requests these copies were about 0.6 GB."""
-    setattr_ = msgspec.structs.force_setattr
-    if not item.metadata:
-        setattr_(item, "metadata", _NO_METADATA)
-    if other is None:
-        return
-    setattr_(item, "id", other.id)
-    if other.text == item.text:
-        setattr_(item, "text", other.text)
-
-
-def _lean_block(got: list[Item], twins: Iterable[Item | None]) -> None:
-    """``_lean`` of every item of a block with its twin (the partner's item of its id, or None),
-    in one loop."""
+    million requests these copies were about 0.6 GB. ``twins``: the partner's item of each id,
+    or None."""
     setattr_, no_metadata = msgspec.structs.force_setattr, _NO_METADATA
     for item, twin in zip(got, twins):
         if not item.metadata:

@@ -133,12 +133,11 @@ def comparison(p: PairResult, options: ReportOptions) -> Comparison:
     m = measure_pair(p, options.probes, options.near_tie)
     # Coarse logits (bf16): each gap is also given in steps of the logprob grid.
     step = m.precision.smallest_step if m.precision.coarse else None
-    explained = _explained(p, m)
+    explained = m.explanations  # one per divergence, in order
     legend = probe_legend(explained)
-    views = DivergenceViews(p.divergences, explained, legend, step)
     counts = Counter(e.cls for e in explained)
     gaps = sorted(e.a.gap for e in explained if e.a is not None and e.a.gap is not None)
-    views.gapped = len(gaps)
+    views = DivergenceViews(p.divergences, explained, legend, step, len(gaps))
     return Comparison(
         suite=p.suite,
         a=p.a,
@@ -184,11 +183,12 @@ class DivergenceViews(Sequence[DivergenceView]):
         explained: Sequence[Explanation],
         legend: list[str],
         step: float | None,
+        gapped: int,
     ) -> None:
         self._divergences, self._explained = divergences, explained
         self._legend, self._step = legend, step
         self._made: list[DivergenceView | None] = [None] * len(divergences)
-        self.gapped = 0  # views whose A side has a gap (the report's histogram counts them)
+        self.gapped = gapped  # views whose A side has a gap (the report's histogram counts them)
 
     def __len__(self) -> int:
         return len(self._made)
@@ -243,18 +243,6 @@ def probe_legend(explained: Sequence[Explanation]) -> list[str]:
             if d is not None and d.source != RECORDED and d.source not in legend:
                 legend.append(d.source)
     return legend
-
-
-def _explained(p: PairResult, m: PairMechanism) -> list[Explanation]:
-    """Each divergence's explanation, in the divergences' order: the mechanism explains them in
-    that order, one each (a dictionary of 300,000 ids is made only where it did not)."""
-    ex = m.explanations
-    if len(ex) == len(p.divergences) and all(
-        e.point.item_id is d.item_id or e.point.item_id == d.item_id for e, d in zip(ex, p.divergences)
-    ):
-        return list(ex)
-    why = {e.point.item_id: e for e in ex}
-    return [why[d.item_id] for d in p.divergences]
 
 
 def control_verdict(p: PairResult) -> ControlVerdict:

@@ -359,15 +359,14 @@ def measure_pair(
 ) -> PairMechanism:
     ps = matching_probes(pair, probes)
     entries = ps.entries if ps else {}
-    explanations: list[Explanation] = []
+    sampled = is_sampled(pair.a_run)
+    # One explanation per divergence, in the divergences' order (each holds its two items).
+    explanations = [explain(d.token, (d.a, d.b), entries, threshold, sampled) for d in pair.divergences]
     deltas: list[float] = []
     used: list[Item] = []
-    sampled = is_sampled(pair.a_run)
     if not pair.logprobs:
-        # No logprobs on either side: no precision, no drift. Only the divergences are left to
-        # explain, not a pass over every item (at a million items, ~2 s of dictionary look-ups).
-        for d in pair.divergences:
-            explanations.append(explain(d.token, (d.a, d.b), entries, threshold, sampled))
+        # No logprobs on either side: no precision, no drift, and so no pass over every item (at
+        # a million items, ~2 s of dictionary look-ups).
         return _mechanism(pair, ps, threshold, explanations, deltas, used)
     points = {d.item_id: d.token for d in pair.divergences}  # the study's one token alignment
     a_get, b_get = pair.a_run.items.get, pair.b_run.items.get  # once, not per item (1M of them)
@@ -385,13 +384,8 @@ def measure_pair(
             continue  # its logits count for the precision; not compared, so no drift either
         both = ia.logprobs is not None and ib.logprobs is not None
         p = points.get(item_id)
-        if p is None:
-            if both:
-                deltas += shared_deltas(ia, ib, None)
-            continue
-        explanations.append(explain(p, (ia, ib), entries, threshold, sampled))
-        if p.index is not None and both:
-            deltas += shared_deltas(ia, ib, p.index)
+        if both and (p is None or p.index is not None):
+            deltas += shared_deltas(ia, ib, None if p is None else p.index)
     return _mechanism(pair, ps, threshold, explanations, deltas, used)
 
 

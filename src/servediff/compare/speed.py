@@ -87,11 +87,6 @@ class Items:
     # One run's (tokens, ms) by the engine's own clock, items that reported them; empty once pooled.
     engine: tuple[np.ndarray, np.ndarray] = (np.empty(0), np.empty(0))
     unique: bool = False  # each key once (one run's items)
-    # One run's items (keys unprefixed): each key's position in the run's record, and the ids in
-    # that order. Two runs whose records hold the same ids in the same order (the two sides of
-    # shadow traffic) then pair by position, without a dictionary of a million keys.
-    rows: np.ndarray | None = None
-    order: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -110,8 +105,7 @@ def run_items(run: Run, warmup: int, prefix: str = "") -> Items:
     if cached is None or cached[0] is not run:
         if prefix:  # the same items under other keys: computed from the run once
             base = run_items(run, warmup)
-            keys = tuple(prefix + k for k in base.keys)
-            items = dataclasses.replace(base, keys=keys, rows=None, order=None)
+            items = dataclasses.replace(base, keys=tuple(prefix + k for k in base.keys))
         else:
             items = _run_items(run, warmup)
         cached = _ITEMS[key] = (run, items)
@@ -166,8 +160,6 @@ def _run_items(run: Run, warmup: int) -> Items:
         in_flight=None,
         engine=(n[reported], ms[reported]),
         unique=True,
-        rows=kept,
-        order=ids,
     )
     if flight is None:
         flight = in_flight(items, run.header.concurrency)
@@ -177,12 +169,21 @@ def _run_items(run: Run, warmup: int) -> Items:
 class Keys(Sequence[str]):
     """A run's kept item ids, in the order sent: ``ids[rows[i]]``, each looked up when read. A
     shadow compare reads only how many there are (its speedup pairs the sides by position), and
-    picking a million ids into a tuple took 0.1 s a run."""
+    picking a million ids into a tuple took 0.1 s a run. ``ids``: the run's item ids in its
+    record's order; ``rows``: each kept item's position there."""
 
     __slots__ = ("_ids", "_rows")
 
     def __init__(self, ids: list[str], rows: np.ndarray) -> None:
         self._ids, self._rows = ids, rows
+
+    @property
+    def ids(self) -> list[str]:
+        return self._ids
+
+    @property
+    def rows(self) -> np.ndarray:
+        return self._rows
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -385,10 +386,10 @@ def _paired(a: Items, b: Items) -> np.ndarray:
     """(tokens A, latency A, tokens B, latency B) per key both have: in key order, or past
     BOOT_MAX keys of one run each, in B's order (sorting a million keys took seconds)."""
     if a.unique and b.unique and min(len(a), len(b)) > BOOT_MAX:
-        if _same_order(a, b):
-            where = np.full(len(a.order or ()), -1, np.intp)
-            where[a.rows] = np.arange(len(a))
-            at = where[b.rows]
+        if isinstance(a.keys, Keys) and isinstance(b.keys, Keys) and _same_order(a.keys, b.keys):
+            where = np.full(len(a.keys.ids), -1, np.intp)
+            where[a.keys.rows] = np.arange(len(a))
+            at = where[b.keys.rows]
         else:
             rows_a = dict(zip(a.keys, range(len(a))))
             at = np.fromiter(map(rows_a.get, b.keys, repeat(-1)), np.intp, len(b))
@@ -405,12 +406,11 @@ def _paired(a: Items, b: Items) -> np.ndarray:
     return np.column_stack(picked) if keys else np.empty((0, 4))
 
 
-def _same_order(a: Items, b: Items) -> bool:
-    """Whether the two runs' records hold the same ids in the same order (positions pair keys).
-    The two sides of shadow traffic share their id strings, so the comparison is mostly by identity."""
-    if a.rows is None or b.rows is None or a.order is None or b.order is None:
-        return False
-    return a.order is b.order or a.order == b.order
+def _same_order(a: Keys, b: Keys) -> bool:
+    """Whether the two runs' records hold the same ids in the same order (positions pair keys:
+    the two sides of shadow traffic). They share their id strings, so the comparison is mostly by
+    identity."""
+    return a.ids is b.ids or a.ids == b.ids
 
 
 def _per_key(items: Items) -> tuple[dict[str, int], np.ndarray]:

@@ -115,9 +115,7 @@ def compare_runs(a: Run, b: Run, kind: Kind) -> PairResult:
                 append(survival_time(ia, ib, None))
             continue
         d = find_divergence(item_id, ia, ib)
-        if d is None:  # not reached: unequal texts always diverge
-            append(survival_time(ia, ib, None))
-            continue
+        assert d is not None  # unequal texts always diverge
         diverged(d)
         append(survival_time(ia, ib, d.token))
     total = len(times)
