@@ -18,6 +18,7 @@ import pytest
 from servediff.cli import main
 from servediff.compare.divergence import Divergence
 from servediff.compare.loader import load
+from servediff.compare.mechanism import pair_hazard
 from servediff.compare.speed_table import speed_rows
 from servediff.compare.study import build_study
 from servediff.record import read_run
@@ -222,3 +223,28 @@ def test_an_export_of_shadow_records_holds_every_field(records: tuple[Path, Path
         item = whole[(row["label"], row["item_id"])]
         assert (row["sha256"], row["finish_reason"]) == (item.sha256, item.finish_reason or "")
     assert {row["finish_reason"] for row in table} == {"stop", ""}  # "": the candidate's errors
+
+
+def test_divergences_without_a_token_position_give_no_hazard(records: tuple[Path, Path]) -> None:
+    """The proxy never asks the primary for logprobs, so a shadow divergence has no token
+    position. A rate that left those items out but counted the identical items' tokens read
+    "no divergence" where 45 % of the items diverged: the report gives no rate and says why."""
+    study, options = load(list(records))
+    report = build(study, options)
+    (c,) = report.pairs
+    n = len(c.divergences)
+    assert n > 1000 and c.unlocated == n
+    assert c.hazard is None and c.times == ()
+    md = render.markdown(report)
+    why = f"not given: {n:,} of {n:,} divergences cannot be placed at a token"
+    assert f"No hazard or survival curve for `primary` vs `candidate` (shadow-0001): {why}" in md
+    assert f"**Hazard:** {why}" in md
+    assert "no divergence in" not in md and "No survival curve: no pair" not in md
+    assert render.summary(report)["pairs"][0]["unlocated"] == n
+
+
+def test_the_hazard_counts_identical_items_only_when_every_divergence_is_placed() -> None:
+    times = [(9, False), (4, True), None, (9, False)]  # None: an identical item without a count
+    hazard, left_out = pair_hazard(times)
+    assert hazard is not None and (hazard.events, hazard.exposure, left_out) == (1, 22, 1)
+    assert pair_hazard(times, 1) == (None, 1)  # a divergence with no position: no rate at all

@@ -29,7 +29,7 @@ from typing import cast, get_args
 
 from servediff.compare import hazard as hz
 from servediff.compare.divergence import survival_time
-from servediff.compare.mechanism import pair_hazard
+from servediff.compare.mechanism import pair_hazard, unlocated
 from servediff.compare.quality import PairQuality, compare_scored, is_scored
 from servediff.compare.study import Configuration, PairResult, Study, compare_runs
 from servediff.compare.vocabulary import DesignKind
@@ -188,7 +188,7 @@ def cell(p: PairResult, on: FactorSet, margin: float) -> Cell:
         if isinstance(meta, dict) and isinstance(meta.get("cached_prompt_tokens"), int):
             prompt += int(meta.get("prompt_tokens") or 0)
             cached = (cached or 0) + int(meta["cached_prompt_tokens"])
-    hazard, _ = pair_hazard(times)
+    hazard, _ = pair_hazard(times, unlocated(p.divergences))
     scored = is_scored(p.a_run) and is_scored(p.b_run)
     return Cell(
         label=p.b,

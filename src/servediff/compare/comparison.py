@@ -127,6 +127,8 @@ class Comparison:
     sampled: bool = False
     # Kaplan–Meier from ``times``: (x, P(the first x tokens are identical)) at 0 and at each event.
     survival: tuple[tuple[float, float], ...] = ()
+    # Divergences with no token position: when any, no hazard and no curve (``pair_hazard``).
+    unlocated: int = 0
 
 
 def comparison(p: PairResult, options: ReportOptions) -> Comparison:
@@ -165,6 +167,7 @@ def comparison(p: PairResult, options: ReportOptions) -> Comparison:
         probe_checks=probe_checks(m),
         sampled=is_sampled(p.a_run),
         survival=tuple(zip(*kaplan_meier(m.times))),
+        unlocated=m.unlocated,
     )
 
 

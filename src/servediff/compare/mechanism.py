@@ -31,7 +31,7 @@ import msgspec
 import numpy as np
 
 from servediff.compare import hazard as hz
-from servediff.compare.divergence import Point
+from servediff.compare.divergence import Divergence, Point
 from servediff.compare.sampled import is_sampled
 from servediff.compare.study import PairResult
 from servediff.compare.vocabulary import DivergenceClass
@@ -284,11 +284,28 @@ def known_dtype(engines: Sequence[dict[str, object]]) -> str | None:
     return None
 
 
-def pair_hazard(times: Sequence[tuple[int, bool] | None]) -> tuple[hz.Hazard | None, int]:
-    """The hazard over the usable survival times, and how many items had no token data."""
+def unlocated(divergences: Sequence[Divergence]) -> int:
+    """How many divergences have no token position: a side's record holds neither token ids nor
+    token texts (a shadow proxy never asks the primary for logprobs), so the first differing
+    token cannot be found."""
+    return sum(d.token.index is None for d in divergences)
+
+
+def pair_hazard(
+    times: Sequence[tuple[int, bool] | None], n_unlocated: int = 0
+) -> tuple[hz.Hazard | None, int]:
+    """The hazard over the usable survival times, and how many items had no token data.
+
+    No hazard at all when a divergence cannot be placed at a token: leaving its item out while
+    the identical items' tokens count as exposure would understate the rate (with no divergence
+    placed, it would read "no divergence" at a million items of which 30 % diverged). An identical
+    item without a token count is left out harmlessly: it carries no event."""
     usable = [t for t in times if t is not None]
+    left_out = len(times) - len(usable)
+    if n_unlocated:
+        return None, left_out
     events, exposure = hz.survival(usable)
-    return (hz.estimate(events, exposure) if exposure > 0 else None), len(times) - len(usable)
+    return (hz.estimate(events, exposure) if exposure > 0 else None), left_out
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,8 +335,10 @@ class PairMechanism:
     precision: Precision
     probe_path: str | None
     # Per compared item with token data: (tokens at risk, diverged) — the hazard's input and the
-    # survival curve's, so the rate and the curve are one computation.
+    # survival curve's, so the rate and the curve are one computation. Empty when a divergence
+    # has no token position (``unlocated``): neither a rate nor a curve is given then.
     times: tuple[tuple[int, bool], ...] = ()
+    unlocated: int = 0  # divergences with no token position (``unlocated()``)
 
 
 def matching_probes(pair: PairResult, probes: Sequence[ProbeSet]) -> ProbeSet | None:
@@ -398,7 +417,8 @@ def _mechanism(
     used: list[Item],
 ) -> PairMechanism:
     # The survival times are the pairing's own (``PairResult.times``), taken in its pass.
-    hazard, left_out = pair_hazard(pair.times)
+    n_unlocated = unlocated(pair.divergences)
+    hazard, left_out = pair_hazard(pair.times, n_unlocated)
     return PairMechanism(
         suite=pair.suite,
         a=pair.a,
@@ -411,5 +431,6 @@ def _mechanism(
         no_token_data=left_out,
         precision=precision(used, known_dtype([pair.a_run.header.engine, pair.b_run.header.engine])),
         probe_path=ps.path if ps else None,
-        times=tuple(t for t in pair.times if t is not None),
+        times=() if n_unlocated else tuple(t for t in pair.times if t is not None),
+        unlocated=n_unlocated,
     )

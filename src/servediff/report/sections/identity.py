@@ -10,6 +10,7 @@ from servediff.compare.comparison import Comparison
 from servediff.report import figures, fmt
 from servediff.report.document import Block, Cell, Figure, Heading, Paragraph, Table, cell, code, spans
 from servediff.report.model import Report
+from servediff.report.sections.why import unplaced
 
 HEADER = ("suite", "A", "B", "kind", "identical", "errors left out")
 SURVIVAL = (
@@ -59,8 +60,23 @@ def parts(r: Report) -> tuple[Block, ...]:
         )
         header += (f"P(a {length}-token completion diverges)", "left out (no token data)")
         out.append(Table(header, tuple(_curve(c) for c in curves)))
-    else:
+    elif not any(c.unlocated for c in r.pairs):  # else the paragraphs below say why
         out.append(Paragraph(spans("No survival curve: no pair of configurations has token data."), "muted"))
+    out += [
+        Paragraph(
+            spans(
+                "No hazard or survival curve for ",
+                code(c.a),
+                " vs ",
+                code(c.b),
+                f" ({c.suite}): ",
+                unplaced(c),
+            ),
+            "muted",
+        )
+        for c in r.pairs
+        if c.unlocated
+    ]
     if r.gapped:
         caption = (
             f"A's top-1 − top-2 logprob gap at the first differing token, by class ({r.gapped} divergences "

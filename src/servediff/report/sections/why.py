@@ -157,6 +157,8 @@ def drift(c: Comparison) -> str:
 
 def hazard(c: Comparison) -> str:
     h = c.hazard
+    if c.unlocated:
+        return unplaced(c)
     if h is None:
         return "no token counts in these records, so no per-token rate."
     if h.upper_bound_only:
@@ -176,6 +178,15 @@ def hazard(c: Comparison) -> str:
         )
     tail = f"; {c.no_token_data} item(s) without token counts left out" if c.no_token_data else ""
     return f"{head}. P(an L-token completion diverges): {p}{tail}."
+
+
+def unplaced(c: Comparison) -> str:
+    """Why a pair has no hazard and no survival curve although it diverged."""
+    return (
+        f"not given: {fmt.count(c.unlocated)} of {fmt.count(len(c.divergences))} divergences cannot be "
+        "placed at a token (a side's record holds neither token ids nor token texts), and a rate "
+        "without them would count the identical items' tokens but not those divergences."
+    )
 
 
 def precision(p: Precision) -> str:
