@@ -140,10 +140,18 @@ def test_a_bad_line_in_a_block_is_named_as_line_by_line(
         "two objects": {300: two},
         "bad field": {250: lines[250].replace(b'"latency_s": ', b'"latency_s": "slow", "x": ')},
         "not JSON": {333: b'{"id": "x", "text": \n'},
-        # In a field the lean read reads: what it skips (the input, the hash, the finish reason)
-        # it does not check; an export reads every field, whole, and refuses the file.
         "not UTF-8": {120: lines[120].replace(b'"text": "', b'"text": "\xff')},
+        # In fields the lean decoder skips (the input, the hash, the finish reason, metadata
+        # compare does not read): refused all the same, as the whole read refuses them.
+        "not UTF-8 in the input": {90: lines[90].replace(b'"content": "', b'"content": "\xc3(')},
+        "not UTF-8 in the hash": {91: lines[91].replace(b'"sha256": "', b'"sha256": "\xe2\x82')},
+        "not UTF-8 in the finish reason": {
+            92: lines[92].replace(b'"finish_reason": "', b'"finish_reason": "\xff')
+        },
+        "not UTF-8 in the parameters sent": {93: lines[93].replace(b'"sent": {', b'"sent": {"\xfe": 1, ')},
     }
+    assert all(b"\n" in line for c in cases.values() for line in c.values())
+    assert all(c[n] != lines[n] for c in cases.values() for n in c)  # each edit took
     for name, change in cases.items():
         path = edit(records[0], tmp_path / f"{name}.jsonl", change)
         with pytest.raises(RecordError) as whole:

@@ -158,7 +158,7 @@ def drift(c: Comparison) -> str:
 def hazard(c: Comparison) -> str:
     h = c.hazard
     if c.unlocated:
-        return unplaced(c)
+        return f"not given: {unplaced(c)}"
     if h is None:
         return "no token counts in these records, so no per-token rate."
     if h.upper_bound_only:
@@ -183,7 +183,7 @@ def hazard(c: Comparison) -> str:
 def unplaced(c: Comparison) -> str:
     """Why a pair has no hazard and no survival curve although it diverged."""
     return (
-        f"not given: {fmt.count(c.unlocated)} of {fmt.count(len(c.divergences))} divergences cannot be "
+        f"{fmt.count(c.unlocated)} of {fmt.count(len(c.divergences))} divergences cannot be "
         "placed at a token (a side's record holds neither token ids nor token texts), and a rate "
         "without them would count the identical items' tokens but not those divergences."
     )
