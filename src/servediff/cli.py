@@ -161,7 +161,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         report = build(study, options)
     if args.json:
         render.write_reports(report, render.Outputs(md=args.md))
-        print(json.dumps(render.summary(report), indent=2))
+        sys.stdout.flush()  # anything printed before goes out first
+        render.write_summary(report, sys.stdout.buffer)
+        sys.stdout.buffer.write(b"\n")
+        sys.stdout.flush()
     else:
         md = render.markdown(report)  # rendered once: printed, and written where asked
         print(md)

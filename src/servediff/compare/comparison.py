@@ -221,12 +221,19 @@ class DivergenceViews(Sequence[DivergenceView]):
     def __repr__(self) -> str:
         return f"DivergenceViews({len(self)} divergences)"
 
-    def _view(self, j: int) -> DivergenceView:
+    def passing(self, j: int) -> DivergenceView:
+        """The ``j``-th view, not kept where it was not already: a reader that passes over every
+        view once (the JSON summary, a slice at a time) need not hold 300,000 of them at once."""
         made = self._made[j]
         if made is None:
             d = self._divergences[j]
             made = divergence_view(d, (d.a, d.b), self._explained[j], self._legend, self._step)
-            self._made[j] = made
+        return made
+
+    def _view(self, j: int) -> DivergenceView:
+        made = self._made[j]
+        if made is None:
+            made = self._made[j] = self.passing(j)
         return made
 
 
