@@ -35,14 +35,25 @@ class Columns:
     becomes a block of rows, and the blocks are joined once, when a column is first asked for
     (growing one array block by block re-copied it each time it outgrew its pages)."""
 
-    __slots__ = ("_blocks", "_n", "_rows")
+    __slots__ = ("_blocks", "_made", "_n", "_rows")
 
     def __init__(self) -> None:
         self._rows = array("d")
         self._blocks: list[np.ndarray] = []  # rows before those in ``_rows``, in order
         self._n = 0  # rows in ``_blocks``
+        self._made: dict[str, np.ndarray] | None = None  # ``of``: one array per field
+
+    @classmethod
+    def of(cls, **columns: np.ndarray) -> Columns:
+        """Columns made whole, one array per field of ``FIELDS`` (a lean read's, from its items'
+        columns: ``LeanItems.columns``)."""
+        made = cls()
+        made._made = {name: columns[name] for name in FIELDS}
+        return made
 
     def __len__(self) -> int:
+        if self._made is not None:
+            return len(self._made["error"])
         return self._n + len(self._rows) // _WIDTH
 
     def add(self, item: Any) -> None:
@@ -99,6 +110,8 @@ class Columns:
         """One column (a view: error is 1.0 where the engine failed, other fields NaN if absent)."""
         import numpy as np  # here: reading a record must not import numpy
 
+        if self._made is not None:
+            return self._made[name]
         self._flush()
         if len(self._blocks) != 1:
             joined = np.concatenate(self._blocks) if self._blocks else np.empty((0, _WIDTH))

@@ -25,10 +25,9 @@ import platform
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from itertools import repeat
 from pathlib import Path
 from typing import IO, Any, TypedDict, cast
 
@@ -37,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from servediff import __version__
 from servediff.columns import Columns
+from servediff.lean_items import LeanItems
 from servediff.suites.base import Score
 from servediff.types import Completion, SamplingParams
 
@@ -363,7 +363,8 @@ class Run:
 
     path: Path
     header: Header
-    items: dict[str, Item] = field(default_factory=dict)
+    # A dict, or for a lean read the items as columns (``servediff.lean_items``).
+    items: Mapping[str, Item] = field(default_factory=dict)
     # Where the complete lines end (bytes): appending is safe only from here on.
     end: int = 0
     # The line number of a cut last line that was left out (its item is not done), if any.
@@ -454,8 +455,6 @@ def read_run(path: Path, lean: bool = False, beside: Sequence[Run] = ()) -> Run:
             run = Run(path=path, header=_parse_header(path, first), end=len(first))
             run.unterminated = not first.endswith(b"\n")
             lean = lean and "shadow" in run.header.extra
-            if lean:
-                run.columns = Columns()
             _read_items(run, f, lean, _partner(run, beside) if lean else None)
     finally:
         if was_enabled:
@@ -467,7 +466,7 @@ def read_run(path: Path, lean: bool = False, beside: Sequence[Run] = ()) -> Run:
     return run
 
 
-def _partner(run: Run, beside: Sequence[Run]) -> dict[str, Item] | None:
+def _partner(run: Run, beside: Sequence[Run]) -> Mapping[str, Item] | None:
     """The items of the other side of a shadow segment, if read already."""
     for other in beside:
         if "shadow" in other.header.extra and other.header.suite.name == run.header.suite.name:
@@ -475,13 +474,16 @@ def _partner(run: Run, beside: Sequence[Run]) -> dict[str, Item] | None:
     return None
 
 
-def _read_items(run: Run, f: IO[bytes], lean: bool = False, partner: dict[str, Item] | None = None) -> None:
+def _read_items(
+    run: Run, f: IO[bytes], lean: bool = False, partner: Mapping[str, Item] | None = None
+) -> None:
     """Every item line of ``f`` into ``run`` (its header already read): line by line, or a lean
     read in blocks."""
     reader = _Reader(run, lean, partner)
     try:
         if lean:
             _read_blocks(reader, f)
+            reader.finish()
         else:
             reader.lines(f)
     finally:
@@ -492,27 +494,16 @@ def _read_items(run: Run, f: IO[bytes], lean: bool = False, partner: dict[str, I
 
 class _Reader:
     """Where a read stands: the last line's number, the end of the complete lines, the last line,
-    and how many items were decoded (the partner's item at that position is the next one's twin)."""
+    and how many item lines were decoded (the partner's item at that position is the next one's
+    twin). A lean read keeps its items as columns (``store``); an ordinary one in ``items``."""
 
-    __slots__ = (
-        "columns",
-        "end",
-        "items",
-        "last",
-        "lean",
-        "n",
-        "partner",
-        "read",
-        "run",
-        "shared",
-        "twins",
-        "whole",
-    )
+    __slots__ = ("end", "items", "last", "lean", "n", "partner", "read", "run", "shared", "store", "whole")
 
-    def __init__(self, run: Run, lean: bool, partner: dict[str, Item] | None) -> None:
+    def __init__(self, run: Run, lean: bool, partner: Mapping[str, Item] | None) -> None:
         self.run, self.lean, self.partner = run, lean, partner
-        self.items, self.columns = run.items, run.columns
-        self.twins: list[Item] | None = None  # the partner's items in its order, once asked for
+        self.items: dict[str, Item] = {}
+        self.store = LeanItems(cast("Callable[..., Item]", _LeanItem))
+        run.items = self.store if lean else self.items
         self.read = 0  # item lines decoded
         # The number of the last line read (the header is line 1).
         self.n, self.end, self.last = 1, run.end, cast("bytes | None", None)
@@ -526,7 +517,7 @@ class _Reader:
         with it, or it is a cut last line. The loop keeps to locals (a whole read of a large
         record passes through here) and finds a blank line by the decoder refusing it."""
         decode = _DECODER.decode if self.whole else _LEAN_DECODER.decode
-        items, columns, lean = self.items, self.columns, self.lean
+        items, lean = self.items, self.lean
         n, end, last = self.n, self.end, self.last
         try:
             for line in lines:
@@ -549,12 +540,12 @@ class _Reader:
                 if lean:
                     if not self.whole and (problem := _utf8_problem(self.run.path, n, line)):
                         raise RecordError(problem)  # in a field the lean decoder skipped
-                    _lean([item], self._twins([item.id]))
-                    # The first item is read whole: the report names the prompts' form from it.
+                    self.store.append([item], self.partner, self.read, plain=False)
+                    if self.whole:  # the report names the prompts' form from the first item
+                        self.store.keep(item)
                     decode, self.whole = _LEAN_DECODER.decode, False
-                items[item.id] = item
-                if columns is not None:
-                    columns.add(item)
+                else:
+                    items[item.id] = item
                 end, last = end + len(line), line
                 self.read += 1
         finally:
@@ -567,29 +558,19 @@ class _Reader:
         for item in got:
             if item.token_ids or item.tokens:
                 _share(item, self.shared)
-        ids = [item.id for item in got]
-        _lean(got, self._twins(ids))
-        ids = [item.id for item in got]  # the partner's id objects, where shared
-        self.items.update(zip(ids, got))  # the last line of an id wins, as line by line
+        self.store.append(got, self.partner, self.read, plain=True)
         self.read += len(got)
-        if self.columns is not None:
-            self.columns.extend(got)
         self.n += len(got)
         self.end += size
         self.last = _NEWLINE  # the block's last line ends with its newline
 
-    def _twins(self, ids: list[str]) -> Iterable[Item | None]:
-        """The partner's item for each of ``ids`` (None where it has none). The two sides of
-        shadow traffic are written in one order, so the partner's items at the same positions
-        are most often the ones: checked by their ids, and looked up by id where they are not."""
-        if self.partner is None:
-            return repeat(None, len(ids))
-        if self.twins is None:
-            self.twins = list(self.partner.values())
-        twins = self.twins[self.read : self.read + len(ids)]
-        if [t.id for t in twins] == ids:
-            return twins
-        return map(self.partner.get, ids)
+    def finish(self) -> None:
+        """A lean read's items and speed columns, once every line is read: the columns, or a
+        dict where an id came twice (its last line wins, at its first place, as line by line)."""
+        store = self.store
+        self.run.columns = store.columns()  # one row per item line, as read
+        if not store.unique(self.partner):
+            self.run.items = dict(zip(store.ids, map(store.item, range(len(store)))))
 
 
 def _read_blocks(reader: _Reader, f: IO[bytes]) -> None:
@@ -724,25 +705,6 @@ def seal(run: Run) -> str | None:
         run.unterminated = False
         run.end += 1
     return None
-
-
-# The metadata of every lean item that keeps none (nothing writes to an item's metadata).
-_NO_METADATA: dict[str, Any] = {}
-
-
-def _lean(got: list[Item], twins: Iterable[Item | None]) -> None:
-    """One object for what both sides of a shadow request hold alike (its id, and the text of
-    most of them), and for empty metadata: each parsed string or dict is its own object, and at a
-    million requests these copies were about 0.6 GB. ``twins``: the partner's item of each id,
-    or None."""
-    setattr_, no_metadata = msgspec.structs.force_setattr, _NO_METADATA
-    for item, twin in zip(got, twins):
-        if not item.metadata:
-            setattr_(item, "metadata", no_metadata)
-        if twin is not None:
-            setattr_(item, "id", twin.id)
-            if twin.text == item.text:
-                setattr_(item, "text", twin.text)
 
 
 def _share(item: Item, shared: dict[int, int]) -> None:

@@ -19,6 +19,7 @@ from servediff.compare import stats
 from servediff.compare.stats import Interval, PairedCounts
 from servediff.compare.study import PairResult, Study
 from servediff.compare.vocabulary import Kind, QualityVerdict
+from servediff.lean_items import LeanItems
 from servediff.record import Item, Run
 
 
@@ -120,6 +121,8 @@ CHANCE = {"mmlu": 0.25, "mmlu-letter": 0.25}  # four options
 def is_scored(run: Run) -> bool:
     # Every field read by one C call per item, and None counted in C: an unscored run (shadow
     # traffic: a million items) is scanned to its end, and a generator paid a Python step a line.
+    if isinstance(run.items, LeanItems):  # only a kept item can hold a score
+        return run.items.scored()
     values = run.items.values()
     return list(map(_CORRECT, values)).count(None) != len(values)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from itertools import compress, repeat
 
 from servediff.compare.study import Study
+from servediff.lean_items import LeanItems
 from servediff.record import Run
 
 
@@ -36,11 +37,15 @@ _ERROR, _N_TOKENS = operator.attrgetter("error"), operator.attrgetter("n_tokens"
 def run_row(label: str, suite: str, run: Run) -> RunRow:
     # Two fields per item, each read by one C call an item (at a million items a Python loop over
     # them cost a quarter of a second a run).
-    values = run.items.values()
-    failed = list(map(_ERROR, values))
-    errors = len(failed) - failed.count(None)
-    answered = map(operator.is_, failed, repeat(None))
-    output_tokens = sum(filter(None, compress(map(_N_TOKENS, values), answered)))  # None counts 0
+    items = run.items
+    if isinstance(items, LeanItems):  # from its columns: only a kept item holds an error
+        errors, output_tokens = items.errors(), items.output_tokens()
+    else:
+        values = items.values()
+        failed = list(map(_ERROR, values))
+        errors = len(failed) - failed.count(None)
+        answered = map(operator.is_, failed, repeat(None))
+        output_tokens = sum(filter(None, compress(map(_N_TOKENS, values), answered)))  # None counts 0
     return RunRow(
         label=label,
         suite=suite,

@@ -17,12 +17,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import combinations
+from itertools import combinations, compress
+from operator import ne
 from pathlib import Path, PurePath
 
 from servediff.compare.divergence import Divergence, find_divergence, survival_time
 from servediff.compare.provenance import setup_problems, tie_warning, unknown_temperature
 from servediff.compare.vocabulary import Kind
+from servediff.lean_items import LeanItems
 from servediff.record import Item, Run
 
 
@@ -83,59 +85,92 @@ class Study:
 
 
 def compare_runs(a: Run, b: Run, kind: Kind) -> PairResult:
-    divergences: list[Divergence] = []
-    errors = noncomparable = missing = 0
-    times: list[tuple[int, bool] | None] = []
-    at_risk: dict[int, tuple[int, bool]] = {}  # one (n, False) per length, not one per item
-    logprobs = False
     ids = a.header.suite.item_ids
-    append, diverged = times.append, divergences.append
-    # A million items a side pass through here: the loop keeps to locals, and each check is made
-    # where its answer is needed (most items are error-free, comparable and identical).
-    for item_id, ia, ib in zip(ids, _in_order(a, ids), _in_order(b, ids)):
-        if ia is None or ib is None or ia.error or ib.error:
-            errors += 1
-            missing += ia is None or ib is None
-            continue
-        if not logprobs and (ia.logprobs is not None or ib.logprobs is not None):
-            logprobs = True
-        meta = ia.metadata
-        if meta and meta.get("comparable") is False:
-            # Sampled without a seed: not compared, and not exposure either. Its tokens counted
-            # as "at risk, no divergence" would pull the hazard down by traffic never compared.
-            noncomparable += 1
-            continue
-        # find_divergence is None exactly when the texts are equal: most items of a large record,
-        # and at a million of them the two calls it saves were a second.
-        n = ia.n_tokens
-        if ia.text == ib.text:
-            if n is not None:  # survival_time's common case, inline
-                append(at_risk.get(n) or at_risk.setdefault(n, (n, False)))
-            else:
-                append(survival_time(ia, ib, None))
-            continue
-        d = find_divergence(item_id, ia, ib)
-        assert d is not None  # unequal texts always diverge
-        diverged(d)
-        append(survival_time(ia, ib, d.token))
+    pairing = _Pairing()
+    A, B = a.items, b.items
+    if isinstance(A, LeanItems) and isinstance(B, LeanItems) and A.ids == ids and B.ids == ids:
+        pairing.columns(A, B)
+    else:
+        step = pairing.step
+        for item_id, ia, ib in zip(ids, _in_order(a, ids), _in_order(b, ids)):
+            step(item_id, ia, ib)
+    divergences, times = pairing.divergences, pairing.times
     total = len(times)
-    identical = total - len(divergences)
     return PairResult(
         suite=a.header.suite.name,
         a=a.label,
         b=b.label,
         kind=kind,
-        identical=identical,
+        identical=total - len(divergences),
         total=total,
-        errors=errors,
+        errors=pairing.errors,
         divergences=tuple(divergences),
         a_run=a,
         b_run=b,
-        noncomparable=noncomparable,
-        missing=missing,
+        noncomparable=pairing.noncomparable,
+        missing=pairing.missing,
         times=tuple(times),
-        logprobs=logprobs,
+        logprobs=pairing.logprobs,
     )
+
+
+class _Pairing:
+    """One pass over the items of two runs, in the suite's order: counts, divergences and
+    survival times. A million items a side pass through here: each check is made where its
+    answer is needed (most items are error-free, comparable and identical)."""
+
+    __slots__ = ("at_risk", "divergences", "errors", "logprobs", "missing", "noncomparable", "times")
+
+    def __init__(self) -> None:
+        self.divergences: list[Divergence] = []
+        self.times: list[tuple[int, bool] | None] = []
+        self.errors = self.noncomparable = self.missing = 0
+        self.logprobs = False
+        self.at_risk: dict[int, tuple[int, bool]] = {}  # one (n, False) per length, not one per item
+
+    def step(self, item_id: str, ia: Item | None, ib: Item | None) -> None:
+        if ia is None or ib is None or ia.error or ib.error:
+            self.errors += 1
+            self.missing += ia is None or ib is None
+            return
+        if not self.logprobs and (ia.logprobs is not None or ib.logprobs is not None):
+            self.logprobs = True
+        meta = ia.metadata
+        if meta and meta.get("comparable") is False:
+            # Sampled without a seed: not compared, and not exposure either. Its tokens counted
+            # as "at risk, no divergence" would pull the hazard down by traffic never compared.
+            self.noncomparable += 1
+            return
+        # find_divergence is None exactly when the texts are equal: most items of a large record,
+        # and at a million of them the two calls it saves were a second.
+        if ia.text == ib.text:
+            n = ia.n_tokens
+            if n is not None:  # survival_time's common case, inline
+                self.times.append(self.at_risk.get(n) or self.at_risk.setdefault(n, (n, False)))
+            else:
+                self.times.append(survival_time(ia, ib, None))
+            return
+        d = find_divergence(item_id, ia, ib)
+        assert d is not None  # unequal texts always diverge
+        self.divergences.append(d)
+        self.times.append(survival_time(ia, ib, d.token))
+
+    def columns(self, a: LeanItems, b: LeanItems) -> None:
+        """``step`` over two lean reads in the suite's order, from their columns: an item is
+        made only where it is kept whole on either side (an error, metadata, token data) or
+        the texts differ. A plain item is error-free and comparable, has no logprobs and no
+        token list, so between those places ``step`` would take each token count as is: the
+        runs of plain, equal items go in by one C call each."""
+        at_risk: dict[int | None, tuple[int, bool] | None] = {None: None}
+        for n in {0, *filter(None, a.n_tokens)}:  # every token count of A, and 0 (filtered out)
+            at_risk[n] = self.at_risk.setdefault(n, (n, False))
+        differ = compress(range(len(a.ids)), map(ne, a.texts, b.texts))
+        times, tokens, at = self.times, a.n_tokens, 0
+        for i in sorted({*differ, *a.extras, *b.extras}):
+            times += map(at_risk.__getitem__, tokens[at:i])
+            self.step(a.ids[i], a.item(i), b.item(i))
+            at = i + 1
+        times += map(at_risk.__getitem__, tokens[at:])
 
 
 def _in_order(run: Run, ids: Sequence[str]) -> Iterable[Item | None]:

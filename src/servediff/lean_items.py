@@ -1,0 +1,216 @@
+"""A shadow record's items as compare reads them: columns, with an ``Item`` made when one is read.
+
+    servediff compare primary-0001.jsonl candidate-0001.jsonl     # a million requests a side
+
+Most lines of shadow traffic hold an id, a text, a token count and three times, nothing else. As
+``Item`` structs (each with its own floats, and a dictionary entry) they were ~0.25 KB an item
+and side beyond their texts, and at a million a side the memory they took, first touched, was
+a good part of compare's time. Here those items are columns: their ids and texts (shared with
+the other side's where equal), token counts, and the numbers in float arrays, NaN for None. An
+item that holds anything else (the first line, read whole; an engine error; metadata; token
+data; a score) is kept whole (``extras``). Reading an item makes it from its columns: the same
+``Item`` the lean decoder made, field for field (``tests/test_record_blocks.py``).
+
+The analyses that pass over every item of a shadow pair (the pairing, a run's row, whether it is
+scored, the speed columns) read the columns; anything else reads items, made one at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Callable, Iterator, KeysView, Mapping, ValuesView
+from itertools import compress, repeat
+from operator import attrgetter, eq, not_
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from servediff.columns import Columns, engine_counters
+
+if TYPE_CHECKING:
+    from servediff.record import Item
+
+NAN = math.nan
+# What an item holds beyond its id, text, token count and times: a plain item has none of them.
+_REST = attrgetter("error", "token_ids", "tokens", "token_source", "logprobs", "answer", "gold", "correct")
+_NONE = (None,) * 8
+_ID, _TEXT, _METADATA = attrgetter("id"), attrgetter("text"), attrgetter("metadata")
+_TIMES = tuple(map(attrgetter, ("latency_s", "finished_at", "ttft_s", "itl_s")))
+_N_TOKENS = attrgetter("n_tokens")
+# The metadata of every plain item (nothing writes to an item's metadata).
+NO_METADATA: dict[str, Any] = {}
+
+
+class LeanItems(Mapping[str, "Item"]):
+    """Items by id, in the order read (ids unique: a record with an id twice is read into a dict).
+
+    ``make``: the lean item type, called with a plain item's fields."""
+
+    __slots__ = ("_index", "_make", "extras", "ids", "n_tokens", "texts", "times", "twinned")
+
+    def __init__(self, make: Callable[..., Item]) -> None:
+        self._make = make
+        self.ids: list[str] = []
+        self.texts: list[str] = []
+        self.n_tokens: list[int | None] = []
+        self.times = tuple(array("d") for _ in _TIMES)  # latency, finished, TTFT, ITL; NaN: None
+        self.extras: dict[int, Item] = {}  # position → the item, kept whole
+        self.twinned = 0  # items whose partner's item was the one at the same position
+        self._index: dict[str, int] | None = None
+
+    # --- Mapping ---------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def __getitem__(self, key: str) -> Item:
+        return self.item(self.index[key])
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.index
+
+    def keys(self) -> KeysView[str]:
+        return KeysView(self)
+
+    def values(self) -> ValuesView[Item]:
+        return _Values(self)
+
+    @property
+    def index(self) -> dict[str, int]:
+        """Id → position, made when first asked (a shadow compare in the records' order never does)."""
+        if self._index is None:
+            self._index = dict(zip(self.ids, range(len(self.ids))))
+        return self._index
+
+    def item(self, i: int) -> Item:
+        """The item at position ``i``: kept whole, or made from the columns."""
+        kept = self.extras.get(i)
+        if kept is not None:
+            return kept
+        times = self.times
+        latency, finished, ttft, itl = times[0][i], times[1][i], times[2][i], times[3][i]
+        return self._make(
+            id=self.ids[i],
+            text=self.texts[i],
+            n_tokens=self.n_tokens[i],
+            latency_s=None if latency != latency else latency,  # NaN: recorded as null
+            finished_at=None if finished != finished else finished,
+            ttft_s=None if ttft != ttft else ttft,
+            itl_s=None if itl != itl else itl,
+            metadata=NO_METADATA,
+        )
+
+    # --- reading ---------------------------------------------------------------------------------
+    def append(self, got: list[Item], partner: Mapping[str, Item] | None, at: int, plain: bool) -> None:
+        """Items read in order (``at`` item lines were read before them). Each shares its id,
+        and its text where equal, with the other side's item of that id (``partner``): the two
+        sides of a segment are written in one order, so that is most often the partner's item
+        at the same position. ``plain``: the items came from the lean block decoder (none holds
+        an input, a hash or a finish reason); else each is checked whole."""
+        n = len(got)
+        ids, texts = list(map(_ID, got)), list(map(_TEXT, got))
+        if isinstance(partner, LeanItems) and partner.ids[at : at + n] == ids:
+            ids = partner.ids[at : at + n]
+            texts = [p if p == t else t for p, t in zip(partner.texts[at : at + n], texts)]
+            self.twinned += n
+        elif partner is not None:
+            for k, twin in enumerate(map(partner.get, ids)):
+                if twin is not None:
+                    ids[k] = twin.id
+                    if twin.text == texts[k]:
+                        texts[k] = twin.text
+        start = len(self.ids)
+        self.ids += ids
+        self.texts += texts
+        self.n_tokens += map(_N_TOKENS, got)
+        for column, field in zip(self.times, _TIMES):
+            values = list(map(field, got))
+            nones = values.count(None)  # a column is most often all numbers, or all None (TTFT)
+            if nones == n:
+                column.extend(repeat(NAN, n))
+            else:
+                column.extend([NAN if x is None else x for x in values] if nones else values)
+        if plain:  # in C: the eight other fields all None and the metadata empty
+            bare = map(eq, map(_REST, got), repeat(_NONE))
+            kept = map(not_, map(min, bare, map(not_, map(_METADATA, got))))
+        else:
+            kept = map(not_, map(self._is_plain, got))
+        setattr_ = msgspec.structs.force_setattr
+        for k in compress(range(n), kept):
+            item = got[k]
+            setattr_(item, "id", ids[k])
+            setattr_(item, "text", texts[k])
+            if not item.metadata:
+                setattr_(item, "metadata", NO_METADATA)
+            self.extras[start + k] = item
+
+    def keep(self, item: Item) -> None:
+        """The last item appended, kept whole whatever it holds (a lean read's first item)."""
+        self.extras[len(self.ids) - 1] = item
+
+    def unique(self, partner: Mapping[str, Item] | None) -> bool:
+        """Every id once: known when each item's partner was at its position in a partner whose
+        ids are unique, else counted."""
+        if isinstance(partner, LeanItems) and self.twinned == len(self.ids) == len(partner.ids):
+            return True
+        return len(set(self.ids)) == len(self.ids)
+
+    def columns(self) -> Columns:
+        """The speed statistics' columns (``servediff.columns``), one row per item."""
+        import numpy as np
+
+        n = len(self.ids)
+        error = np.zeros(n)
+        engine_n, engine_ms = np.full(n, NAN), np.full(n, NAN)
+        for i, item in self.extras.items():
+            if item.error is not None:
+                error[i] = 1.0
+            if item.metadata:
+                engine_n[i], engine_ms[i] = engine_counters(item.metadata)
+        tokens = np.array([t or 0 for t in self.n_tokens], float)  # None counts 0, as ``Columns.add``
+        latency, finished, ttft, itl = (np.frombuffer(t, float) if n else np.empty(0) for t in self.times)
+        return Columns.of(
+            error=error,
+            latency=latency,
+            finished=finished,
+            tokens=tokens,
+            ttft=ttft,
+            itl=itl,
+            engine_n=engine_n,
+            engine_ms=engine_ms,
+        )
+
+    def errors(self) -> int:
+        return sum(item.error is not None for item in self.extras.values())
+
+    def output_tokens(self) -> int:
+        """Σ token counts of the items answered without an error (None counts 0)."""
+        failed = [self.n_tokens[i] or 0 for i, item in self.extras.items() if item.error is not None]
+        return sum(filter(None, self.n_tokens)) - sum(failed)
+
+    def scored(self) -> bool:
+        """Whether any item holds a score (only a kept item can)."""
+        return any(item.correct is not None for item in self.extras.values())
+
+    def _is_plain(self, item: Item) -> bool:
+        """An item made back from the columns would be this one: a lean item with nothing else."""
+        return (
+            type(item) is self._make
+            and _REST(item) == _NONE
+            and not item.metadata
+            and item.input is None
+            and item.sha256 == ""
+            and item.finish_reason is None
+        )
+
+
+class _Values(ValuesView["Item"]):
+    """The items in their order, each made when reached (not kept)."""
+
+    _mapping: LeanItems
+
+    def __iter__(self) -> Iterator[Item]:
+        return map(self._mapping.item, range(len(self._mapping)))
