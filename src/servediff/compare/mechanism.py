@@ -171,6 +171,11 @@ def _r(r: int | None) -> str:
     return "outside the top-k" if r is None else str(r + 1)
 
 
+def unplaced(p: Point) -> Explanation:
+    """A divergence with no token position: nothing to measure at (its items are not read)."""
+    return Explanation(p, None, None, NOT_MEASURED, None, None, "no token data: cannot locate the token")
+
+
 def explain(
     p: Point,
     items: tuple[Item, Item],
@@ -182,7 +187,7 @@ def explain(
     In sampled runs the class is ``sampled draw``: a coupled draw leaves the other side's text
     wherever the two distributions differ enough to move the sampler's choice, near-tie or not."""
     if p.index is None:
-        return Explanation(p, None, None, NOT_MEASURED, None, None, "no token data: cannot locate the token")
+        return unplaced(p)
     index = p.index
     if p.alignment == "token ids (retokenized)":
         # The runs hold no token texts; a probe that asked the server's detokenizer knows them.
@@ -380,7 +385,12 @@ def measure_pair(
     entries = ps.entries if ps else {}
     sampled = is_sampled(pair.a_run)
     # One explanation per divergence, in the divergences' order (each holds its two items).
-    explanations = [explain(d.token, (d.a, d.b), entries, threshold, sampled) for d in pair.divergences]
+    explanations = [
+        explain(d.token, d.pair, entries, threshold, sampled)
+        if d.token.index is not None
+        else unplaced(d.token)
+        for d in pair.divergences
+    ]
     deltas: list[float] = []
     used: list[Item] = []
     if not pair.logprobs:

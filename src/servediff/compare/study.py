@@ -21,7 +21,7 @@ from itertools import combinations, compress
 from operator import ne
 from pathlib import Path, PurePath
 
-from servediff.compare.divergence import Divergence, find_divergence, survival_time
+from servediff.compare.divergence import NO_TOKENS, Divergence, Point, find_divergence, survival_time
 from servediff.compare.provenance import setup_problems, tie_warning, unknown_temperature
 from servediff.compare.vocabulary import Kind
 from servediff.lean_items import LeanItems
@@ -165,11 +165,22 @@ class _Pairing:
         for n in {0, *filter(None, a.n_tokens)}:  # every token count of A, and 0 (filtered out)
             at_risk[n] = self.at_risk.setdefault(n, (n, False))
         differ = compress(range(len(a.ids)), map(ne, a.texts, b.texts))
-        times, tokens, at = self.times, a.n_tokens, 0
-        for i in sorted({*differ, *a.extras, *b.extras}):
+        times, tokens, at, kept = self.times, a.n_tokens, 0, a.extras.keys() | b.extras.keys()
+        ids, diverged = a.ids, self.divergences.append
+        for i in sorted({*differ, *kept}):
             times += map(at_risk.__getitem__, tokens[at:i])
-            self.step(a.ids[i], a.item(i), b.item(i))
             at = i + 1
+            if i in kept:
+                self.step(ids[i], a.item(i), b.item(i))
+                continue
+            # Two plain items whose texts differ: neither holds token data, so ``step`` would
+            # find no token to place the divergence at, and no survival time. Their items are
+            # made when a report reads them (``Divergence.source``).
+            item_id = ids[i]
+            diverged(
+                Divergence(item_id, Point(item_id, None, None, None, None, None, NO_TOKENS), None, (a, b, i))
+            )
+            times.append(None)
         times += map(at_risk.__getitem__, tokens[at:])
 
 
