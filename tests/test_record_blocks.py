@@ -8,6 +8,7 @@ by a few hundred lines.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 from servediff import record
 from servediff.columns import FIELDS, Columns
+from servediff.lean_items import LeanItems
 from servediff.record import Item, RecordError, Run, read_run
 from servediff.types import Completion
 from tests.helpers.records import write_shadow
@@ -47,8 +49,17 @@ def write(out: Path, seed: int = 7) -> tuple[Path, Path]:
             primary = Completion(
                 "", text=text, finish_reason="stop", latency_s=0.1 + rng.random(), n_tokens=n_tokens
             )
+            # Some answers carry the candidate's token texts (--candidate-top-logprobs records them).
+            tokens = other.split(" ") if i % 7 == 3 else None
             candidate = Completion(
-                "", text=other, finish_reason="length", latency_s=0.2, n_tokens=9, engine_timings=timings
+                "",
+                text=other,
+                finish_reason="length",
+                latency_s=0.2,
+                n_tokens=9,
+                engine_timings=timings,
+                tokens=tokens,
+                token_source="engine" if tokens else None,
             )
             if i % 41 == 2:
                 candidate = Completion("", text="", latency_s=0.1, error="HTTP 500")
@@ -160,3 +171,38 @@ def test_a_bad_line_in_a_block_is_named_as_line_by_line(
             read_run(path, lean=True)
         assert str(lean.value) == str(whole.value), name
         assert f"{path}:{min(change) + 1}:" in str(lean.value), name
+
+
+def test_an_id_read_twice_keeps_its_last_line_at_its_first_place(
+    records: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A lean read keeps items as columns only while each id is read once; an id twice (a
+    record appended to by hand, say) gives the whole read's items: the last line wins."""
+    lines = records[0].read_bytes().splitlines(keepends=True)
+    again = lines[40].replace(b'"latency_s": ', b'"latency_s": 9')  # the same id, another answer
+    path = tmp_path / "twice.jsonl"
+    path.write_bytes(b"".join([*lines[:300], again, *lines[300:]]))
+    lean, whole = read_run(path, lean=True), read_run(path)
+    assert isinstance(lean.items, dict) and len(lean.items) == ITEMS
+    assert list(lean.items) == list(whole.items)
+    assert [seen(i) for i in lean.items.values()] == [seen(i) for i in whole.items.values()]
+    twice = json.loads(lines[40])["id"]
+    assert lean.items[twice].latency_s == whole.items[twice].latency_s >= 9
+    assert lean.columns is not None and len(lean.columns) == ITEMS + 1  # a row per line, as read
+
+
+def test_lean_items_read_as_a_mapping_of_the_whole_reads_items(records: tuple[Path, Path]) -> None:
+    a, b = lean_pair(records)
+    for run, path in zip((a, b), records):
+        whole = read_run(path).items
+        assert isinstance(run.items, LeanItems)
+        assert len(run.items) == len(whole) and list(run.items.keys()) == list(whole)
+        ids = list(whole)
+        for item_id in (ids[0], ids[1], ids[150], ids[-1]):
+            assert item_id in run.items and seen(run.items[item_id]) == seen(whole[item_id])
+        assert "no such id" not in run.items and run.items.get("no such id") is None
+        assert [seen(i) for i in run.items.values()] == [seen(i) for i in whole.values()]
+        assert {k: seen(v) for k, v in run.items.items()} == {k: seen(v) for k, v in whole.items()}
+    kept = b.items.extras if isinstance(b.items, LeanItems) else {}
+    assert any(item.tokens for item in kept.values())  # token data is kept whole
+    assert any(item.error for item in kept.values()) and any(item.metadata for item in kept.values())
