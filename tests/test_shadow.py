@@ -21,7 +21,10 @@ from typing import Any
 import openai
 import pytest
 
+from servediff.compare.divergence import RETOKENIZED_IDS
+from servediff.compare.mechanism import NEAR_TIE, RANK_CHANGE, measure_pair, pair_hazard, unlocated
 from servediff.compare.study import compare_runs
+from servediff.probe_record import read_probes
 from servediff.record import Run, read_run
 from servediff.suites.prompts import PROMPTS
 from tests.conftest import LlamaServer, free_port
@@ -177,6 +180,29 @@ def test_clients_get_the_primarys_answer_and_the_records_compare_like_direct_run
         pid = by_content[item.input[0]["content"]]
         assert item.text == direct.a_run.items[pid].text
         assert c.items[item_id].text == direct.b_run.items[pid].text
+    # Answers that differ are tokenized by the candidate's server (the primary is asked nothing
+    # of its own): each divergence has the token position a direct run gives it, so the hazard
+    # counts every divergence.
+    assert via_shadow.divergences and {d.token.alignment for d in via_shadow.divergences} == {RETOKENIZED_IDS}
+    assert sorted(d.token.index for d in via_shadow.divergences) == sorted(
+        2 * [d.token.index for d in direct.divergences]
+    )
+    hazard, _ = pair_hazard(via_shadow.times, unlocated(via_shadow.divergences))
+    assert hazard is not None and hazard.events == len(via_shadow.divergences)
+    assert all(p.items[i].token_ids is None for i in p.items if p.items[i].text == c.items[i].text)
+    # ...and `servediff probe` measures its cause afterwards, from the two servers.
+    from servediff.cli import main
+
+    probes = tmp_path / "probes.jsonl"
+    argv = ["probe", str(p.path), str(c.path), "--out", str(probes), "--template", primary.model, "--replay"]
+    assert main([*argv, "--base-url-a", primary.base_url, "--base-url-b", tuned.base_url]) == 0
+    m = measure_pair(compare_runs(p, c, "pair"), [read_probes(probes)])
+    assert len(m.explanations) == len(via_shadow.divergences)
+    assert {e.cls for e in m.explanations} <= {NEAR_TIE, RANK_CHANGE}
+    assert all(
+        e.a and e.b and e.a.source.startswith("probe") and e.b.source.startswith("probe")
+        for e in m.explanations
+    )
 
 
 def direct_runs(servers: tuple[LlamaServer, LlamaServer], tmp_path: Path) -> Any:

@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 import aiohttp
 
-from servediff.engines import EngineError, OnDone, ProbeResult
+from servediff.engines import EngineError, OnDone, ProbeResult, tokenize
 from servediff.engines.gguf_vocab import served_vocab
 from servediff.engines.http1 import Arrivals, Connection, Endpoint, Reply, TransportError
 from servediff.engines.server_sampling import sampling_body, sampling_defaults, server_profile
@@ -285,33 +285,25 @@ class HTTPEngine:
             raise ValueError(f"{exc}: {self._snippet(raw, 200)!r}") from exc
 
     async def _retokenize(self, channel: Channel, c: Completion) -> None:
-        """Token ids of the text from the server's tokenizer, when it exposes one.
-
-        Without token data a divergence has only a character index; retokenizing the text gives
-        a token index too. It can split differently from generation, so it is marked as such.
-        """
+        """Token ids of the text from the server's tokenizer, when it exposes one
+        (``engines.tokenize``): a divergence then has a token index too."""
         for path in list(self._tokenize_paths):
-            if path == "/extras/tokenize":  # llama-cpp-python
-                body: dict[str, Any] = {"input": c.text}
-            else:  # vLLM, SGLang; llama-server reads "content" (and answers [] without it)
-                body = {"model": self.model, "prompt": c.text, "add_special_tokens": False}
-                if self._annotations.get("profile") == "llama-server":
-                    body = {"content": c.text, "add_special": False, "parse_special": False}
+            if path == "/extras/tokenize":
+                reader: tokenize.Reader = "llama-cpp-python"
+            else:
+                reader = "llama-server" if self._annotations.get("profile") == "llama-server" else "openai"
             try:
-                status, raw, _ = await channel.post(f"{self.base_url}{path}", json.dumps(body).encode())
-                if status in (404, 405):
-                    # The server has no such endpoint: stop asking for it on every item.
-                    self._tokenize_paths.remove(path)
-                if status != 200:
-                    continue
-                out = json.loads(raw)
+                status, raw, _ = await channel.post(
+                    f"{self.base_url}{path}", tokenize.body(reader, c.text, self.model)
+                )
             except (TransportError, ValueError, asyncio.TimeoutError):
                 continue
-            tokens = out.get("tokens") if isinstance(out, dict) else None
-            # An empty list for a non-empty text is a request the server did not understand.
-            understood = isinstance(tokens, list) and (bool(tokens) or not c.text)
-            if understood and all(isinstance(t, int) for t in tokens or ()):
-                c.token_ids = tokens
+            if status in (404, 405):
+                # The server has no such endpoint: stop asking for it on every item.
+                self._tokenize_paths.remove(path)
+            ids = tokenize.token_ids(raw, c.text) if status == 200 else None
+            if ids is not None:
+                c.token_ids = ids
                 c.token_source = "retokenized"
                 return
 

@@ -19,12 +19,13 @@ import queue
 import signal
 import threading
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import aiohttp
 import numpy as np
 
+from servediff.engines import tokenize
 from servediff.engines.openai_http import parse_response
 from servediff.engines.sse import Arrivals, parse_stream
 from servediff.redaction import redact_text
@@ -200,6 +201,9 @@ class Replayer:
     candidate: CandidateConfig
     counts: SharedCounts
     session: aiohttp.ClientSession
+    # How the candidate's tokenizer is asked (``engines.tokenize``): every way until one answers,
+    # then that one; a way whose endpoint the server lacks (404, 405) is not asked again.
+    tokenize_ways: list[tuple[str, tokenize.Reader]] = field(default_factory=lambda: list(tokenize.WAYS))
 
     async def run(self, work: asyncio.Queue[Answered | None]) -> None:
         while (a := await work.get()) is not None:
@@ -215,6 +219,8 @@ class Replayer:
         primary = _completion(item_id, a.status, a.answer, a.arrivals, a.sent, a.latency_s, req.stream)
         primary.finished_at = a.finished_at
         candidate = await self.ask(item_id, req)
+        if req.comparable and primary.error is None is candidate.error and primary.text != candidate.text:
+            await self.locate(req, primary, candidate)
         self.recorder.write(req, item_id, primary, candidate)
         self.counts.set("segments", self.recorder.segment)
         self.counts.add("noncomparable", not req.comparable)
@@ -246,6 +252,45 @@ class Replayer:
         )
         c.finished_at = time.time()
         return c
+
+    async def locate(self, req: Mirrored, primary: Completion, candidate: Completion) -> None:
+        """Token ids for two answers that differ, both from the candidate's tokenizer (the
+        primary serves production and is asked nothing of its own): the divergence then has a
+        token position, so the report gives its hazard, and ``servediff probe`` can measure
+        its cause. An answer that no way of asking tokenizes leaves both without."""
+        model = req.params.get("model")
+        found = [
+            await self.tokenize(c.text, model if isinstance(model, str) else None)
+            for c in (primary, candidate)
+        ]
+        if found[0] is None or found[1] is None:
+            return
+        for c, ids in zip((primary, candidate), found):
+            c.token_ids, c.token_source = ids, "retokenized"
+
+    async def tokenize(self, text: str, model: str | None) -> list[int] | None:
+        url = self.candidate.base_url.rstrip("/")
+        if url.endswith("/v1"):
+            url = url[: -len("/v1")]
+        for way in list(self.tokenize_ways):
+            path, reader = way
+            try:
+                async with self.session.post(
+                    url + path,
+                    data=tokenize.body(reader, text, model),
+                    headers={"Content-Type": "application/json"},
+                ) as resp:
+                    status, raw = resp.status, await resp.read()
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                return None
+            if status in (404, 405):
+                self.tokenize_ways = [w for w in self.tokenize_ways if w[0] != path]
+                continue
+            ids = tokenize.token_ids(raw, text) if status == 200 else None
+            if ids is not None:
+                self.tokenize_ways = [way]
+                return ids
+        return None
 
 
 def _completion(
