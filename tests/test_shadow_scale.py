@@ -52,9 +52,11 @@ WORDS = [
 ]
 
 
-def write_records(out: Path, seed: int = 3) -> tuple[Path, Path]:
+def write_records(out: Path, seed: int = 3, placed: int = 0) -> tuple[Path, Path]:
     """ITEMS requests, about 45 % of them answered differently by the candidate, every 50th
-    sampled without a seed (non-comparable), about every 97th another a candidate error."""
+    sampled without a seed (non-comparable), about every 97th another a candidate error.
+    ``placed``: every ``placed``-th request whose answers differ is retokenized, as the replay
+    does where the candidate has a tokenizer endpoint (the rest stay without token data)."""
     rng = random.Random(seed)
 
     def requests() -> Iterator[tuple[dict[str, Any], Completion, Completion]]:
@@ -75,6 +77,10 @@ def write_records(out: Path, seed: int = 3) -> tuple[Path, Path]:
             )
             if i % 97 == 1 and i % 50:  # an error is counted as one, never as non-comparable
                 candidate = Completion("", text="", latency_s=0.1, error="HTTP 500")
+            elif placed and other != text and i % placed == 0:
+                primary.token_ids = [WORDS.index(w) + 300 for w in text.split(" ")]
+                candidate.token_ids = [WORDS.index(w) + 300 if w in WORDS else 7 for w in other.split(" ")]
+                primary.token_source = candidate.token_source = "retokenized"
             yield body, primary, candidate
 
     return write_shadow(out, requests())
@@ -265,3 +271,35 @@ def test_a_lean_divergence_makes_its_items_when_read(records: tuple[Path, Path])
     assert first.a is first.a and first.items == (first.a, first.b)  # made once when read, then kept
     whole = build_study([read_run(p) for p in records]).pairs[0]
     assert [_seen(d) for d in pair.divergences] == [_seen(d) for d in whole.divergences]
+
+
+def test_divergences_placed_when_recorded_compare_and_report_as_a_whole_read(tmp_path: Path) -> None:
+    """Answers the replay retokenized carry where they part ("first_token"): the lean read
+    places those divergences from it without reading the token ids, at the token the whole
+    read finds from the ids, and the two reports are the same. The hazard is not given while
+    some divergences have no token position."""
+    a, b = write_records(tmp_path, seed=13, placed=2)
+    lean, options = load([a, b])
+    whole = build_study([read_run(p) for p in (a, b)])
+    (lp,), (wp,) = lean.pairs, whole.pairs
+    placed = [d for d in lp.divergences if d.token.index is not None]
+    assert placed and len(placed) < len(lp.divergences)
+    assert [d.token for d in lp.divergences] == [d.token for d in wp.divergences]
+    assert lp.times == wp.times
+    lean_report, whole_report = build(lean, options), build(whole, options)
+    assert render.markdown(lean_report) == render.markdown(whole_report)
+    assert render.summary(lean_report) == render.summary(whole_report)
+    (c,) = lean_report.pairs
+    assert c.hazard is None and c.unlocated == len(lp.divergences) - len(placed)
+
+
+def test_a_shadow_pair_placed_throughout_has_a_hazard(tmp_path: Path) -> None:
+    """Every divergence placed: the hazard counts each, and the Markdown gives its rate."""
+    a, b = write_records(tmp_path, seed=17, placed=1)
+    study, options = load([a, b])
+    (pair,) = study.pairs
+    assert pair.divergences and all(d.token.index is not None for d in pair.divergences)
+    report = build(study, options)
+    (c,) = report.pairs
+    assert c.unlocated == 0 and c.hazard is not None and c.hazard.events == len(pair.divergences)
+    assert "No hazard or survival curve" not in render.markdown(report)

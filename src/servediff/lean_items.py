@@ -22,14 +22,31 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, KeysView, Mapping, ValuesView
 from itertools import compress, repeat
 from operator import attrgetter, is_not, not_
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import msgspec
 
 from servediff.columns import Columns, engine_counters
 
-if TYPE_CHECKING:
-    from servediff.record import Item
+
+class _Item(Protocol):
+    """What is read here of an item (``record.Item``, which imports this module)."""
+
+    @property
+    def input(self) -> Any: ...
+    @property
+    def sha256(self) -> str: ...
+    @property
+    def finish_reason(self) -> str | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def correct(self) -> bool | None: ...
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+
+
+Item = TypeVar("Item", bound=_Item)
 
 NAN = math.nan
 # What an item holds beyond its id, text, token count and times: a plain item has none of them.
@@ -41,12 +58,12 @@ _TIME_FIELDS = ("latency_s", "finished_at", "ttft_s", "itl_s")
 NO_METADATA: dict[str, Any] = {}
 
 
-class LeanItems(Mapping[str, "Item"]):
+class LeanItems(Mapping[str, Item], Generic[Item]):
     """Items by id, in the order read (ids unique: a record with an id twice is read into a dict).
 
     ``make``: the lean item type, called with a plain item's fields."""
 
-    __slots__ = ("_at", "_index", "_make", "extras", "ids", "n_tokens", "texts", "times", "twinned")
+    __slots__ = ("_at", "_index", "_make", "extras", "ids", "n_tokens", "placed", "texts", "times", "twinned")
 
     def __init__(self, make: Callable[..., Item]) -> None:
         self._make = make
@@ -57,6 +74,9 @@ class LeanItems(Mapping[str, "Item"]):
         self.n_tokens: list[int | None] = []
         self.times = tuple(array("d") for _ in _TIME_FIELDS)  # latency, finished, TTFT, ITL; NaN: None
         self.extras: dict[int, Item] = {}  # position → the item, kept whole
+        # position → the item's metadata "first_token", where that is all its metadata holds
+        # (shadow traffic's divergent answers: ``servediff.shadow.recorder``)
+        self.placed: dict[int, Any] = {}
         self.twinned = 0  # items whose partner's item was the one at the same position
         self._index: dict[str, int] | None = None
 
@@ -91,6 +111,7 @@ class LeanItems(Mapping[str, "Item"]):
         kept = self.extras.get(i)
         if kept is not None:
             return kept
+        placed = self.placed.get(i)
         times = self.times
         latency, finished, ttft, itl = times[0][i], times[1][i], times[2][i], times[3][i]
         return self._make(
@@ -101,11 +122,11 @@ class LeanItems(Mapping[str, "Item"]):
             finished_at=None if finished != finished else finished,
             ttft_s=None if ttft != ttft else ttft,
             itl_s=None if itl != itl else itl,
-            metadata=NO_METADATA,
+            metadata=NO_METADATA if placed is None else {"first_token": placed},
         )
 
     # --- reading ---------------------------------------------------------------------------------
-    def append(self, got: list[Item], partner: Mapping[str, Item] | None, at: int, plain: bool) -> None:
+    def append(self, got: list[Item], partner: Mapping[str, Any] | None, at: int, plain: bool) -> None:
         """Items read in order (``at`` item lines were read before them). Each shares its id,
         and its text where equal, with the other side's item of that id (``partner``): the two
         sides of a segment are written in one order, so that is most often the partner's item
@@ -115,8 +136,8 @@ class LeanItems(Mapping[str, "Item"]):
         The block is turned into columns in C (each item a tuple, the tuples transposed): the
         ids, texts, token counts and times taken by a pass over each attribute cost 2.4 times
         as much at a million items a side."""
-        n, at_ = len(got), self._at
-        fields = list(zip(*map(msgspec.structs.astuple, got)))
+        n, at_, structs = len(got), self._at, cast("list[msgspec.Struct]", got)
+        fields = list(zip(*map(msgspec.structs.astuple, structs)))
         ids, texts = list(fields[at_["id"]]), list(fields[at_["text"]])
         if isinstance(partner, LeanItems) and partner.ids[at : at + n] == ids:
             ids = partner.ids[at : at + n]
@@ -140,7 +161,13 @@ class LeanItems(Mapping[str, "Item"]):
             else:
                 column.extend([NAN if x is None else x for x in values] if nones else values)
         if plain:  # kept: where one of the other fields is not None, or the metadata not empty
-            kept = set(compress(range(n), fields[at_["metadata"]]))
+            metadata = fields[at_["metadata"]]
+            kept = set()
+            for k in compress(range(n), metadata):
+                if len(metadata[k]) == 1 and "first_token" in metadata[k]:  # a column of its own
+                    self.placed[start + k] = metadata[k]["first_token"]
+                else:
+                    kept.add(k)
             for name in _REST_FIELDS:
                 values = fields[at_[name]]
                 if values.count(None) != n:
@@ -150,18 +177,18 @@ class LeanItems(Mapping[str, "Item"]):
             where = compress(range(n), map(not_, map(self._is_plain, got)))
         setattr_ = msgspec.structs.force_setattr
         for k in where:
-            item = got[k]
-            setattr_(item, "id", ids[k])
-            setattr_(item, "text", texts[k])
-            if not item.metadata:
-                setattr_(item, "metadata", NO_METADATA)
-            self.extras[start + k] = item
+            struct = structs[k]
+            setattr_(struct, "id", ids[k])
+            setattr_(struct, "text", texts[k])
+            if not got[k].metadata:
+                setattr_(struct, "metadata", NO_METADATA)
+            self.extras[start + k] = got[k]
 
     def keep(self, item: Item) -> None:
         """The last item appended, kept whole whatever it holds (a lean read's first item)."""
         self.extras[len(self.ids) - 1] = item
 
-    def unique(self, partner: Mapping[str, Item] | None) -> bool:
+    def unique(self, partner: Mapping[str, Any] | None) -> bool:
         """Every id once: known when each item's partner was at its position in a partner whose
         ids are unique, else counted."""
         if isinstance(partner, LeanItems) and self.twinned == len(self.ids) == len(partner.ids):
@@ -217,10 +244,10 @@ class LeanItems(Mapping[str, "Item"]):
         )
 
 
-class _Values(ValuesView["Item"]):
+class _Values(ValuesView[Item]):
     """The items in their order, each made when reached (not kept)."""
 
-    _mapping: LeanItems
+    _mapping: LeanItems[Item]
 
     def __iter__(self) -> Iterator[Item]:
         return map(self._mapping.item, range(len(self._mapping)))

@@ -196,6 +196,9 @@ class _ShadowMetadata(TypedDict, total=False):
     comparable: bool
     engine: dict[str, Any]
     engine_timings: dict[str, Any]
+    # Where the two answers part, as the candidate's tokenizer splits both: [token index, this
+    # side's token id there, the other side's] (shadow.recorder).
+    first_token: list[int | None]
 
 
 # A shadow item as compare reads it: an Item without its input (the messages) and with only the
@@ -205,14 +208,18 @@ class _ShadowMetadata(TypedDict, total=False):
 # the decoder skip it; unknown keys are skipped too, so the strict check of field names is the
 # ordinary read's (``lean=False``). The SHA-256 of the text and the finish reason are skipped
 # likewise ("" and None here): compare reads neither (it compares the texts themselves), and they
-# were 166 bytes an item and a side, each a fresh object to allocate. A subclass of Item:
-# everything downstream reads it as one.
+# were 166 bytes an item and a side, each a fresh object to allocate. The token ids the shadow
+# replay asks the candidate's tokenizer for, where two answers differ, are skipped too: compare
+# places the divergence from the item's "first_token" (taken from those ids when recorded), and
+# reading the ids of 300,000 divergent pairs cost seconds. A subclass of Item: everything
+# downstream reads it as one.
 _LeanItem = msgspec.defstruct(
     "LeanItem",
     [
         ("input", Any, None),
         ("sha256", str, ""),
         ("finish_reason", str | None, None),
+        ("token_ids", list[int] | None, None),
         ("metadata", _ShadowMetadata, msgspec.field(default_factory=dict)),
     ],
     bases=(Item,),
@@ -220,6 +227,7 @@ _LeanItem = msgspec.defstruct(
         "input": " input (not read)",
         "sha256": " sha256 (not read)",
         "finish_reason": " finish_reason (not read)",
+        "token_ids": " token_ids (not read)",
     },
     forbid_unknown_fields=False,
     frozen=True,

@@ -85,7 +85,7 @@ def write_shadow(
     """One segment of shadow records, written by the shadow proxy's own recorder: each request
     body (a chat completion), parsed as the proxy parses it, with the primary's and the
     candidate's answers. Returns (primary record, candidate record)."""
-    from servediff.shadow.recorder import Recorder
+    from servediff.shadow.recorder import Recorder, first_token
     from servediff.shadow.request import parse
 
     engine = {"kind": "http", "model": "m"}
@@ -93,6 +93,10 @@ def write_shadow(
     rec.open()
     for body, primary, candidate in requests:
         req = parse("/v1/chat/completions", json.dumps(body).encode(), [], 0)
-        rec.write(req, rec.item_id(req), primary, candidate)
+        # Answers retokenized by the replay (both with token ids from the candidate's tokenizer)
+        # are recorded with where they part, as the replay records them.
+        both = primary.token_source == candidate.token_source == "retokenized"
+        placed = first_token(primary.token_ids, candidate.token_ids) if both else None  # type: ignore[arg-type]
+        rec.write(req, rec.item_id(req), primary, candidate, placed)
     rec.close()
     return out / "primary-0001.jsonl", out / "candidate-0001.jsonl"

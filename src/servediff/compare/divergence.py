@@ -10,7 +10,9 @@ Pure functions on record items.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from itertools import compress
+from operator import ne
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -53,7 +55,7 @@ class Divergence(msgspec.Struct, frozen=True, gc=False):
     # (``servediff.lean_items``). A Markdown report reads the items of the 1,000 divergences it
     # shows; made for all 300,000 of a million-item shadow compare they were 0.13 GB and 0.3 s.
     items: tuple[Item, Item] | None
-    source: tuple[LeanItems, LeanItems, int] | None = None
+    source: tuple[LeanItems[Item], LeanItems[Item], int] | None = None
 
     @property
     def pair(self) -> tuple[Item, Item]:
@@ -118,9 +120,10 @@ class Divergence(msgspec.Struct, frozen=True, gc=False):
 
 
 def first_difference(a: Sequence[object], b: Sequence[object]) -> int:
-    """Index of the first position where a and b differ; len(shorter) if one prefixes the other."""
+    """Index of the first position where a and b differ; len(shorter) if one prefixes the other.
+    Compared in C (a generator took ~2 µs a pair of token lists: 0.6 s for 300,000 divergences)."""
     n = min(len(a), len(b))
-    return next((i for i in range(n) if a[i] != b[i]), n)
+    return next(compress(range(n), map(ne, a, b)), n)
 
 
 def first_char_difference(a: str, b: str) -> int:
@@ -174,15 +177,37 @@ def first_token(item_id: str, a: Item, b: Item) -> Point | None:
         i, how = first_difference(ta, tb), ENGINE_TEXTS
     elif a.token_ids is not None and b.token_ids is not None:
         i, how = first_difference(a.token_ids, b.token_ids), RETOKENIZED_IDS
+    elif (placed := recorded_first_token(a)) is not None:
+        # Shadow traffic: where the answers part as the candidate's tokenizer splits both, noted
+        # when they were recorded (a lean read does not read the token ids it was taken from).
+        i, a_id, b_id = placed
+        return Point(item_id, i, _at(ta, i), _at(tb, i), a_id, b_id, RETOKENIZED_IDS)
     else:
         return Point(item_id, None, None, None, None, None, NO_TOKENS)
 
-    def at(seq: Sequence[object] | None) -> object | None:
-        return seq[i] if seq is not None and i < len(seq) else None
-
     ids_ok = engine_ids or how == RETOKENIZED_IDS
-    a_id, b_id = (at(a.token_ids), at(b.token_ids)) if ids_ok else (None, None)
-    return Point(item_id, i, at(ta), at(tb), a_id, b_id, how)  # type: ignore[arg-type]
+    a_id, b_id = (_at(a.token_ids, i), _at(b.token_ids, i)) if ids_ok else (None, None)
+    return Point(item_id, i, _at(ta, i), _at(tb, i), a_id, b_id, how)
+
+
+def recorded_first_token(item: Item) -> tuple[int, int | None, int | None] | None:
+    """The item's "first_token" (shadow.recorder): [token index, its own token id there, the
+    other side's]; None where it has none."""
+    return placement(item.metadata.get("first_token") if item.metadata else None)
+
+
+def placement(placed: object) -> tuple[int, int | None, int | None] | None:
+    """A recorded "first_token" value, or None where it is of another shape (nothing to place
+    a divergence by)."""
+    if not isinstance(placed, list) or len(placed) != 3:
+        return None
+    i, own, other = placed
+    ok = isinstance(i, int) and i >= 0 and all(x is None or isinstance(x, int) for x in (own, other))
+    return (i, own, other) if ok else None
+
+
+def _at(seq: Sequence[Any] | None, i: int) -> Any:
+    return seq[i] if seq is not None and i < len(seq) else None
 
 
 def find_divergence(item_id: str, a: Item, b: Item) -> Divergence | None:

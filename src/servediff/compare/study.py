@@ -21,7 +21,15 @@ from itertools import combinations, compress
 from operator import ne
 from pathlib import Path, PurePath
 
-from servediff.compare.divergence import NO_TOKENS, Divergence, Point, find_divergence, survival_time
+from servediff.compare.divergence import (
+    NO_TOKENS,
+    RETOKENIZED_IDS,
+    Divergence,
+    Point,
+    find_divergence,
+    placement,
+    survival_time,
+)
 from servediff.compare.provenance import setup_problems, tie_warning, unknown_temperature
 from servediff.compare.vocabulary import Kind
 from servediff.lean_items import LeanItems
@@ -155,7 +163,7 @@ class _Pairing:
         self.divergences.append(d)
         self.times.append(survival_time(ia, ib, d.token))
 
-    def columns(self, a: LeanItems, b: LeanItems) -> None:
+    def columns(self, a: LeanItems[Item], b: LeanItems[Item]) -> None:
         """``step`` over two lean reads in the suite's order, from their columns: an item is
         made only where it is kept whole on either side (an error, metadata, token data) or
         the texts differ. A plain item is error-free and comparable, has no logprobs and no
@@ -174,13 +182,17 @@ class _Pairing:
                 self.step(ids[i], a.item(i), b.item(i))
                 continue
             # Two plain items whose texts differ: neither holds token data, so ``step`` would
-            # find no token to place the divergence at, and no survival time. Their items are
-            # made when a report reads them (``Divergence.source``).
+            # place the divergence where A's recorded "first_token" says, or nowhere (no
+            # survival time then). Their items are made when a report reads them
+            # (``Divergence.source``).
             item_id = ids[i]
-            diverged(
-                Divergence(item_id, Point(item_id, None, None, None, None, None, NO_TOKENS), None, (a, b, i))
-            )
-            times.append(None)
+            placed = placement(a.placed.get(i))
+            if placed is None:
+                point = Point(item_id, None, None, None, None, None, NO_TOKENS)
+            else:
+                point = Point(item_id, placed[0], None, None, placed[1], placed[2], RETOKENIZED_IDS)
+            diverged(Divergence(item_id, point, None, (a, b, i)))
+            times.append(None if placed is None else (placed[0] + 1, True))
         times += map(at_risk.__getitem__, tokens[at:])
 
 

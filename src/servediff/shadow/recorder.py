@@ -18,12 +18,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from servediff.compare.divergence import first_difference
 from servediff.record import SuiteInfo, item_line, make_header
 from servediff.shadow.request import Mirrored
 from servediff.types import Completion, SamplingParams
 
 Side = Literal["primary", "candidate"]
 SIDES: tuple[Side, Side] = ("primary", "candidate")
+
+
+# Where two answers part, as one tokenizer splits both: (token index, the primary's token id
+# there, the candidate's), None for an answer that ends there.
+FirstToken = tuple[int, int | None, int | None]
+
+
+def first_token(a: list[int], b: list[int]) -> FirstToken:
+    i = first_difference(a, b)
+    return i, a[i] if i < len(a) else None, b[i] if i < len(b) else None
 
 
 @dataclass(slots=True)
@@ -70,13 +81,28 @@ class Recorder:
         self.seen[key] = n
         return key if n == 1 else f"{key}#{n}"
 
-    def write(self, req: Mirrored, item_id: str, primary: Completion, candidate: Completion) -> None:
+    def write(
+        self,
+        req: Mirrored,
+        item_id: str,
+        primary: Completion,
+        candidate: Completion,
+        placed: FirstToken | None = None,
+    ) -> None:
+        """One request's two answers. ``placed``: where they part, as the candidate's tokenizer
+        splits both (``first_token``). Each side records it as [token index, its own token id
+        there, the other side's], so that compare places a divergence without reading the
+        token ids (a million-item compare read them for 300,000 divergences: seconds)."""
         meta: dict[str, Any] = {"path": req.path, "sent": req.params}
         if not req.comparable:
             meta["comparable"] = False
         for side, c in (("primary", primary), ("candidate", candidate)):
             c.item_id = item_id
-            self.files[side].write(item_line(c, req.input, None, meta))  # type: ignore[index]
+            own = meta
+            if placed is not None:
+                index, ours, theirs = placed if side == "primary" else (placed[0], placed[2], placed[1])
+                own = {**meta, "first_token": [index, ours, theirs]}
+            self.files[side].write(item_line(c, req.input, None, own))  # type: ignore[index]
         for f in self.files.values():
             f.flush()
         if self.rotate_bytes and max(f.tell() for f in self.files.values()) >= self.rotate_bytes:
