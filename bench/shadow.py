@@ -113,8 +113,10 @@ def _measure(mode: str, c: int, n: int, rounds: int, direct: str, proxied: str) 
 
 
 def write_shadow_pair(items: int, work: Path, seed: int = 0) -> tuple[Path, Path]:
-    """Two shadow records as the proxy writes them (its header shape, its item lines)."""
+    """Two shadow records as the proxy writes them (its header shape, its item lines; answers
+    that differ with their token ids and where they part, as the replay records them)."""
     from servediff.record import SuiteInfo, item_line, make_header
+    from servediff.shadow.recorder import first_token
     from servediff.types import Completion, SamplingParams
 
     rng = random.Random(seed)
@@ -163,6 +165,8 @@ def write_shadow_pair(items: int, work: Path, seed: int = 0) -> tuple[Path, Path
             extra={"shadow": {"session": session, "segment": 1}},
         )
         f.write(header.model_dump_json() + "\n")
+    # A word's token id: what the replay's tokenizer request gives for answers that differ.
+    vocab = {w: 1000 + 37 * k for k, w in enumerate(words)}
     now = time.time()
     for i in range(items):
         prompt = " ".join(rng.choices(words, k=rng.randint(10, 40)))
@@ -170,7 +174,13 @@ def write_shadow_pair(items: int, work: Path, seed: int = 0) -> tuple[Path, Path
         other = text if rng.random() >= 0.3 else text[: rng.randrange(len(text))] + " and so on"
         item_id = hashlib.sha256(f"{i}".encode()).hexdigest()[:24]
         meta = {"path": "/v1/chat/completions", "sent": {"temperature": 0, "max_tokens": 128}}
-        for f, t in zip(files, (text, other)):
+        ids: tuple[list[int] | None, ...] = (None, None)
+        metas = (meta, meta)
+        if other != text:  # the replay retokenizes both answers and notes where they part
+            ids = tuple([vocab.get(w, 7) for w in t.split(" ")] for t in (text, other))
+            index, own, theirs = first_token(ids[0], ids[1])  # type: ignore[arg-type]
+            metas = ({**meta, "first_token": [index, own, theirs]}, {**meta, "first_token": [index, theirs, own]})
+        for f, t, token_ids, m in zip(files, (text, other), ids, metas):
             c = Completion(
                 item_id,
                 text=t,
@@ -178,8 +188,10 @@ def write_shadow_pair(items: int, work: Path, seed: int = 0) -> tuple[Path, Path
                 latency_s=0.2 + rng.random(),
                 n_tokens=len(t) // 4,
                 finished_at=now + i * 0.01,
+                token_ids=token_ids,
+                token_source="retokenized" if token_ids else None,
             )
-            f.write(item_line(c, [{"role": "user", "content": prompt}], None, meta))
+            f.write(item_line(c, [{"role": "user", "content": prompt}], None, m))
     for f in files:
         f.close()
     return paths

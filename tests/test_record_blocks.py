@@ -83,14 +83,14 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def seen(item: Item) -> tuple[object, ...]:
     """What a lean item keeps: every field but the input, the text's hash, the finish reason and
-    the token ids, and the metadata compare reads."""
+    the token ids with their source, and the metadata compare reads."""
     fields = msgspec.structs.asdict(item)
     keep = {
         k: v
         for k, v in item.metadata.items()
         if k in ("comparable", "engine", "engine_timings", "first_token")
     }
-    skipped = ("input", "sha256", "finish_reason", "token_ids", "metadata")
+    skipped = ("input", "sha256", "finish_reason", "token_ids", "token_source", "metadata")
     return (*(v for k, v in fields.items() if k not in skipped), keep)
 
 

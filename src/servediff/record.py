@@ -209,10 +209,10 @@ class _ShadowMetadata(TypedDict, total=False):
 # ordinary read's (``lean=False``). The SHA-256 of the text and the finish reason are skipped
 # likewise ("" and None here): compare reads neither (it compares the texts themselves), and they
 # were 166 bytes an item and a side, each a fresh object to allocate. The token ids the shadow
-# replay asks the candidate's tokenizer for, where two answers differ, are skipped too: compare
-# places the divergence from the item's "first_token" (taken from those ids when recorded), and
-# reading the ids of 300,000 divergent pairs cost seconds. A subclass of Item: everything
-# downstream reads it as one.
+# replay asks the candidate's tokenizer for, where two answers differ, are skipped too, and the
+# source they name: compare places the divergence from the item's "first_token" (taken from
+# those ids when recorded), and reading the ids of 300,000 divergent pairs cost seconds. A
+# subclass of Item: everything downstream reads it as one.
 _LeanItem = msgspec.defstruct(
     "LeanItem",
     [
@@ -220,6 +220,7 @@ _LeanItem = msgspec.defstruct(
         ("sha256", str, ""),
         ("finish_reason", str | None, None),
         ("token_ids", list[int] | None, None),
+        ("token_source", str | None, None),
         ("metadata", _ShadowMetadata, msgspec.field(default_factory=dict)),
     ],
     bases=(Item,),
@@ -228,6 +229,7 @@ _LeanItem = msgspec.defstruct(
         "sha256": " sha256 (not read)",
         "finish_reason": " finish_reason (not read)",
         "token_ids": " token_ids (not read)",
+        "token_source": " token_source (not read)",
     },
     forbid_unknown_fields=False,
     frozen=True,

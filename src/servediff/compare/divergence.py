@@ -199,11 +199,19 @@ def recorded_first_token(item: Item) -> tuple[int, int | None, int | None] | Non
 def placement(placed: object) -> tuple[int, int | None, int | None] | None:
     """A recorded "first_token" value, or None where it is of another shape (nothing to place
     a divergence by)."""
-    if not isinstance(placed, list) or len(placed) != 3:
+    if type(placed) is not list or len(placed) != 3:
         return None
     i, own, other = placed
-    ok = isinstance(i, int) and i >= 0 and all(x is None or isinstance(x, int) for x in (own, other))
-    return (i, own, other) if ok else None
+    # Checked by type, not isinstance (a bool is no token index): 300,000 of them at a million
+    # shadow items.
+    if (
+        type(i) is int
+        and i >= 0
+        and (own is None or type(own) is int)
+        and (other is None or type(other) is int)
+    ):
+        return i, own, other
+    return None
 
 
 def _at(seq: Sequence[Any] | None, i: int) -> Any:
