@@ -22,6 +22,7 @@ import openai
 import pytest
 
 from servediff.compare.divergence import RETOKENIZED_IDS
+from servediff.compare.loader import load
 from servediff.compare.mechanism import NEAR_TIE, RANK_CHANGE, measure_pair, pair_hazard, unlocated
 from servediff.compare.study import compare_runs
 from servediff.probe_record import read_probes
@@ -189,6 +190,10 @@ def test_clients_get_the_primarys_answer_and_the_records_compare_like_direct_run
     )
     hazard, _ = pair_hazard(via_shadow.times, unlocated(via_shadow.divergences))
     assert hazard is not None and hazard.events == len(via_shadow.divergences)
+    # compare's lean read places them from the recorded "first_token", without the token ids
+    (lean,) = load([p.path, c.path])[0].pairs
+    assert [d.token for d in lean.divergences] == [d.token for d in via_shadow.divergences]
+    assert lean.times == via_shadow.times
     assert all(p.items[i].token_ids is None for i in p.items if p.items[i].text == c.items[i].text)
     # ...and `servediff probe` measures its cause afterwards, from the two servers.
     from servediff.cli import main
