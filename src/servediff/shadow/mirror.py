@@ -29,7 +29,7 @@ from servediff.engines import tokenize
 from servediff.engines.openai_http import parse_response
 from servediff.engines.sse import Arrivals, parse_stream
 from servediff.redaction import redact_text
-from servediff.shadow.recorder import Recorder
+from servediff.shadow.recorder import FirstToken, Recorder, first_token
 from servediff.shadow.request import Mirrored, parse
 from servediff.types import Completion
 
@@ -219,9 +219,10 @@ class Replayer:
         primary = _completion(item_id, a.status, a.answer, a.arrivals, a.sent, a.latency_s, req.stream)
         primary.finished_at = a.finished_at
         candidate = await self.ask(item_id, req)
+        placed = None
         if req.comparable and primary.error is None is candidate.error and primary.text != candidate.text:
-            await self.locate(req, primary, candidate)
-        self.recorder.write(req, item_id, primary, candidate)
+            placed = await self.locate(req, primary, candidate)
+        self.recorder.write(req, item_id, primary, candidate, placed)
         self.counts.set("segments", self.recorder.segment)
         self.counts.add("noncomparable", not req.comparable)
         self.counts.add("primary_errors", primary.error is not None)
@@ -253,20 +254,20 @@ class Replayer:
         c.finished_at = time.time()
         return c
 
-    async def locate(self, req: Mirrored, primary: Completion, candidate: Completion) -> None:
+    async def locate(self, req: Mirrored, primary: Completion, candidate: Completion) -> FirstToken | None:
         """Token ids for two answers that differ, both from the candidate's tokenizer (the
-        primary serves production and is asked nothing of its own): the divergence then has a
-        token position, so the report gives its hazard, and ``servediff probe`` can measure
-        its cause. An answer that no way of asking tokenizes leaves both without."""
+        primary serves production and is asked nothing of its own), and where they part: the
+        divergence then has a token position, so the report gives its hazard, and ``servediff
+        probe`` can measure its cause. An answer that no way of asking tokenizes leaves both
+        without."""
         model = req.params.get("model")
-        found = [
-            await self.tokenize(c.text, model if isinstance(model, str) else None)
-            for c in (primary, candidate)
-        ]
-        if found[0] is None or found[1] is None:
-            return
-        for c, ids in zip((primary, candidate), found):
-            c.token_ids, c.token_source = ids, "retokenized"
+        name = model if isinstance(model, str) else None
+        a, b = [await self.tokenize(c.text, name) for c in (primary, candidate)]
+        if a is None or b is None:
+            return None
+        primary.token_ids, candidate.token_ids = a, b
+        primary.token_source = candidate.token_source = "retokenized"
+        return first_token(a, b)
 
     async def tokenize(self, text: str, model: str | None) -> list[int] | None:
         url = self.candidate.base_url.rstrip("/")
