@@ -179,7 +179,10 @@ def write_shadow_pair(items: int, work: Path, seed: int = 0) -> tuple[Path, Path
         if other != text:  # the replay retokenizes both answers and notes where they part
             ids = tuple([vocab.get(w, 7) for w in t.split(" ")] for t in (text, other))
             index, own, theirs = first_token(ids[0], ids[1])  # type: ignore[arg-type]
-            metas = ({**meta, "first_token": [index, own, theirs]}, {**meta, "first_token": [index, theirs, own]})
+            metas = (
+                {**meta, "first_token": [index, own, theirs]},
+                {**meta, "first_token": [index, theirs, own]},
+            )
         for f, t, token_ids, m in zip(files, (text, other), ids, metas):
             c = Completion(
                 item_id,
