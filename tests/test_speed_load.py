@@ -33,7 +33,9 @@ def test_the_plan_interleaves_configurations_abba() -> None:
     assert three == ["A", "B", "C", "C", "B", "A"]
 
 
-def test_an_experiment_of_in_process_engines_runs_them_in_abba_blocks(tmp_path: Path) -> None:
+def test_an_experiment_of_in_process_engines_runs_them_in_abba_blocks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     exp = tmp_path / "exp.toml"
     exp.write_text(
         f'model = "smollm2"\noutput = "{tmp_path / "out"}"\ncontrol_repeats = 0\n'
@@ -52,6 +54,9 @@ def test_an_experiment_of_in_process_engines_runs_them_in_abba_blocks(tmp_path: 
     # blocks of 4 items: stock, tuned, tuned, stock
     assert labels == ["stock"] * 4 + ["tuned"] * 8 + ["stock"] * 4
     assert all(len(r.header.extra["load"]) == 2 for r in runs.values())  # one stretch per block
+    said = capsys.readouterr()
+    for label in ("stock", "tuned"):  # a run's counts over its blocks
+        assert f"[{label}] prompts #1: 8 done, 0 already finished, 0 failed" in said.out + said.err
 
 
 def _run(tmp_path: Path, label: str) -> Path:

@@ -282,10 +282,15 @@ def interleave(job: Job, outcome: Outcome) -> None:
 
 
 def merged(parts: list[RunResult]) -> RunResult:
-    """One run's result from its blocks (each execute call saw the whole suite)."""
-    first = parts[0]
-    done, errors = sum(p.done for p in parts), sum(p.errors for p in parts)
-    return RunResult(first.path, first.total, first.total - done - errors, done, errors)
+    """One run's result from its blocks: each execute call was asked for its block only, so
+    the run's items, those finished before and those done now are the blocks' sums."""
+    return RunResult(
+        parts[0].path,
+        sum(p.total for p in parts),
+        sum(p.skipped for p in parts),
+        sum(p.done for p in parts),
+        sum(p.errors for p in parts),
+    )
 
 
 def probe_again(job: Job, config: ConfigSpec, outcome: Outcome) -> None:
