@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable, Iterable, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import Callable, Iterable, Iterator, Mapping, ValuesView
 from itertools import compress, repeat
 from operator import attrgetter, is_not, not_
 from typing import Any, Generic, Protocol, TypeVar, cast
@@ -92,9 +92,6 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
 
     def __contains__(self, key: object) -> bool:
         return key in self.index
-
-    def keys(self) -> KeysView[str]:
-        return KeysView(self)
 
     def values(self) -> ValuesView[Item]:
         return _Values(self)

@@ -177,17 +177,29 @@ def first_token(item_id: str, a: Item, b: Item) -> Point | None:
         i, how = first_difference(ta, tb), ENGINE_TEXTS
     elif a.token_ids is not None and b.token_ids is not None:
         i, how = first_difference(a.token_ids, b.token_ids), RETOKENIZED_IDS
-    elif (placed := recorded_first_token(a)) is not None:
-        # Shadow traffic: where the answers part as the candidate's tokenizer splits both, noted
-        # when they were recorded (a lean read does not read the token ids it was taken from).
-        i, a_id, b_id = placed
-        return Point(item_id, i, _at(ta, i), _at(tb, i), a_id, b_id, RETOKENIZED_IDS)
     else:
-        return Point(item_id, None, None, None, None, None, NO_TOKENS)
+        # Shadow traffic: where the answers part as the candidate's tokenizer splits both, noted
+        # when they were recorded (a lean read does not read the token ids it was taken from);
+        # or, without that, nowhere.
+        return recorded_point(item_id, recorded_first_token(a), ta, tb)
 
     ids_ok = engine_ids or how == RETOKENIZED_IDS
     a_id, b_id = (_at(a.token_ids, i), _at(b.token_ids, i)) if ids_ok else (None, None)
     return Point(item_id, i, _at(ta, i), _at(tb, i), a_id, b_id, how)
+
+
+def recorded_point(
+    item_id: str,
+    placed: tuple[int, int | None, int | None] | None,
+    ta: Sequence[str] | None = None,
+    tb: Sequence[str] | None = None,
+) -> Point:
+    """The point a recorded "first_token" gives (``placement``), or no position where there is
+    none; ``ta``/``tb``: the two items' token texts, where they have them."""
+    if placed is None:
+        return Point(item_id, None, None, None, None, None, NO_TOKENS)
+    i, a_id, b_id = placed
+    return Point(item_id, i, _at(ta, i), _at(tb, i), a_id, b_id, RETOKENIZED_IDS)
 
 
 def recorded_first_token(item: Item) -> tuple[int, int | None, int | None] | None:

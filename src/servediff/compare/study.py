@@ -22,12 +22,10 @@ from operator import ne
 from pathlib import Path, PurePath
 
 from servediff.compare.divergence import (
-    NO_TOKENS,
-    RETOKENIZED_IDS,
     Divergence,
-    Point,
     find_divergence,
     placement,
+    recorded_point,
     survival_time,
 )
 from servediff.compare.provenance import setup_problems, tie_warning, unknown_temperature
@@ -186,13 +184,9 @@ class _Pairing:
             # survival time then). Their items are made when a report reads them
             # (``Divergence.source``).
             item_id = ids[i]
-            placed = placement(a.placed.get(i))
-            if placed is None:
-                point = Point(item_id, None, None, None, None, None, NO_TOKENS)
-            else:
-                point = Point(item_id, placed[0], None, None, placed[1], placed[2], RETOKENIZED_IDS)
+            point = recorded_point(item_id, placement(a.placed.get(i)))
             diverged(Divergence(item_id, point, None, (a, b, i)))
-            times.append(None if placed is None else (placed[0] + 1, True))
+            times.append(None if point.index is None else (point.index + 1, True))
         times += map(at_risk.__getitem__, tokens[at:])
 
 
