@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, ValuesView
+from functools import partial
 from itertools import compress, repeat
 from operator import attrgetter, is_not, not_
 from typing import Any, Generic, Protocol, TypeVar, cast
@@ -63,12 +64,10 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
 
     ``make``: the lean item type, called with a plain item's fields."""
 
-    __slots__ = ("_at", "_index", "_make", "extras", "ids", "n_tokens", "placed", "texts", "times", "twinned")
+    __slots__ = ("_index", "_make", "extras", "ids", "n_tokens", "placed", "texts", "times", "twinned")
 
     def __init__(self, make: Callable[..., Item]) -> None:
         self._make = make
-        # Each field's place in ``msgspec.structs.astuple`` of an item (``append``).
-        self._at = {f.name: k for k, f in enumerate(msgspec.structs.fields(cast("type", make)))}
         self.ids: list[str] = []
         self.texts: list[str] = []
         self.n_tokens: list[int | None] = []
@@ -123,19 +122,19 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
         )
 
     # --- reading ---------------------------------------------------------------------------------
-    def append(self, got: list[Item], partner: Mapping[str, Any] | None, at: int, plain: bool) -> None:
-        """Items read in order (``at`` item lines were read before them). Each shares its id,
-        and its text where equal, with the other side's item of that id (``partner``): the two
-        sides of a segment are written in one order, so that is most often the partner's item
-        at the same position. ``plain``: the items came from the lean block decoder (none holds
-        an input, a hash or a finish reason); else each is checked whole.
+    def append(self, got: list[Item], partner: Mapping[str, Any] | None, at: int, plain: bool) -> list[Item]:
+        """Items read in order (``at`` item lines were read before them): ``adopt`` of their
+        ``block_of``. Returns the items kept whole."""
+        return self.adopt(block_of(got, self._make, plain), partner, at)
 
-        The block is turned into columns in C (each item a tuple, the tuples transposed): the
-        ids, texts, token counts and times taken by a pass over each attribute cost 2.4 times
-        as much at a million items a side."""
-        n, at_, structs = len(got), self._at, cast("list[msgspec.Struct]", got)
-        fields = list(zip(*map(msgspec.structs.astuple, structs)))
-        ids, texts = list(fields[at_["id"]]), list(fields[at_["text"]])
+    def adopt(self, block: Block, partner: Mapping[str, Any] | None, at: int) -> list[Item]:
+        """A block's columns (``block_of``), made here or by a read-ahead process
+        (``servediff.readahead``). Each item shares its id, and its text where equal, with the
+        other side's item of that id (``partner``): the two sides of a segment are written in
+        one order, so that is most often the partner's item at the same position. Returns the
+        items kept whole."""
+        ids, texts = block.ids, block.texts
+        n = len(ids)
         if isinstance(partner, LeanItems) and partner.ids[at : at + n] == ids:
             ids = partner.ids[at : at + n]
             texts = [p if p == t else t for p, t in zip(partner.texts[at : at + n], texts)]
@@ -149,37 +148,21 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
         start = len(self.ids)
         self.ids += ids
         self.texts += texts
-        self.n_tokens += fields[at_["n_tokens"]]
-        for column, name in zip(self.times, _TIME_FIELDS):
-            values = fields[at_[name]]
-            nones = values.count(None)  # a column is most often all numbers, or all None (TTFT)
-            if nones == n:
-                column.extend(repeat(NAN, n))
-            else:
-                column.extend([NAN if x is None else x for x in values] if nones else values)
-        if plain:  # kept: where one of the other fields is not None, or the metadata not empty
-            metadata = fields[at_["metadata"]]
-            kept = set()
-            for k in compress(range(n), metadata):
-                if len(metadata[k]) == 1 and "first_token" in metadata[k]:  # a column of its own
-                    self.placed[start + k] = metadata[k]["first_token"]
-                else:
-                    kept.add(k)
-            for name in _REST_FIELDS:
-                values = fields[at_[name]]
-                if values.count(None) != n:
-                    kept.update(compress(range(n), map(is_not, values, repeat(None))))
-            where: Iterable[int] = sorted(kept)
-        else:
-            where = compress(range(n), map(not_, map(self._is_plain, got)))
+        self.n_tokens += block.n_tokens
+        for column, values in zip(self.times, block.times):
+            column.frombytes(values)
+        for k, value in block.placed:
+            self.placed[start + k] = value
         setattr_ = msgspec.structs.force_setattr
-        for k in where:
-            struct = structs[k]
-            setattr_(struct, "id", ids[k])
-            setattr_(struct, "text", texts[k])
-            if not got[k].metadata:
-                setattr_(struct, "metadata", NO_METADATA)
-            self.extras[start + k] = got[k]
+        kept = []
+        for k, item in block.kept:
+            setattr_(item, "id", ids[k])
+            setattr_(item, "text", texts[k])
+            if not item.metadata:
+                setattr_(item, "metadata", NO_METADATA)
+            self.extras[start + k] = item
+            kept.append(item)
+        return kept
 
     def keep(self, item: Item) -> None:
         """The last item appended, kept whole whatever it holds (a lean read's first item)."""
@@ -229,16 +212,87 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
         """Whether any item holds a score (only a kept item can)."""
         return any(item.correct is not None for item in self.extras.values())
 
-    def _is_plain(self, item: Item) -> bool:
-        """An item made back from the columns would be this one: a lean item with nothing else."""
-        return (
-            type(item) is self._make
-            and _REST(item) == _NONE
-            and not item.metadata
-            and item.input is None
-            and item.sha256 == ""
-            and item.finish_reason is None
-        )
+
+class Block(msgspec.Struct, array_like=True, gc=False):
+    """A block of items read in order, as columns: their ids, texts and token counts, their
+    four times (latency, finished, TTFT, ITL) as float arrays' bytes (NaN: None), where an
+    item's metadata holds only "first_token" that value (``placed``), and the items kept whole
+    (``kept``), each by its place in the block. Plain data: a read-ahead process
+    (``servediff.readahead``) sends it as MessagePack."""
+
+    ids: list[str]
+    texts: list[str]
+    n_tokens: list[int | None]
+    times: list[bytes]
+    placed: list[tuple[int, Any]]
+    kept: list[tuple[int, Any]]
+
+
+def block_of(got: list[Item], make: Callable[..., Item], plain: bool) -> Block:
+    """The columns of items read in order. ``plain``: the items came from the lean block decoder
+    (``make``; none holds an input, a hash or a finish reason); else each is checked whole.
+
+    The block is turned into columns in C (each item a tuple, the tuples transposed): the ids,
+    texts, token counts and times taken by a pass over each attribute cost 2.4 times as much at
+    a million items a side."""
+    n, at_, structs = len(got), _fields(make), cast("list[msgspec.Struct]", got)
+    fields = list(zip(*map(msgspec.structs.astuple, structs))) if n else [()] * len(at_)
+    times = []
+    for name in _TIME_FIELDS:
+        values = fields[at_[name]]
+        nones = values.count(None)  # a column is most often all numbers, or all None (TTFT)
+        if nones == n:
+            times.append(_NAN_BYTES * n)
+        else:
+            times.append(array("d", [NAN if x is None else x for x in values] if nones else values).tobytes())
+    placed: list[tuple[int, Any]] = []
+    if plain:  # kept: where one of the other fields is not None, or the metadata not empty
+        metadata = fields[at_["metadata"]]
+        kept = set()
+        for k in compress(range(n), metadata):
+            if len(metadata[k]) == 1 and "first_token" in metadata[k]:  # a column of its own
+                placed.append((k, metadata[k]["first_token"]))
+            else:
+                kept.add(k)
+        for name in _REST_FIELDS:
+            values = fields[at_[name]]
+            if values.count(None) != n:
+                kept.update(compress(range(n), map(is_not, values, repeat(None))))
+        where: Iterable[int] = sorted(kept)
+    else:
+        where = compress(range(n), map(not_, map(partial(_is_plain, make), got)))
+    return Block(
+        ids=list(fields[at_["id"]]),
+        texts=list(fields[at_["text"]]),
+        n_tokens=list(fields[at_["n_tokens"]]),
+        times=times,
+        placed=placed,
+        kept=[(k, got[k]) for k in where],
+    )
+
+
+_FIELDS: dict[Any, dict[str, int]] = {}
+_NAN_BYTES = array("d", [NAN]).tobytes()
+
+
+def _fields(make: Callable[..., Any]) -> dict[str, int]:
+    """Each field's place in ``msgspec.structs.astuple`` of a ``make`` item."""
+    at = _FIELDS.get(make)
+    if at is None:
+        at = _FIELDS[make] = {f.name: k for k, f in enumerate(msgspec.structs.fields(cast("type", make)))}
+    return at
+
+
+def _is_plain(make: Callable[..., Any], item: _Item) -> bool:
+    """An item made back from the columns would be this one: a lean item with nothing else."""
+    return (
+        type(item) is make
+        and _REST(item) == _NONE
+        and not item.metadata
+        and item.input is None
+        and item.sha256 == ""
+        and item.finish_reason is None
+    )
 
 
 class _Values(ValuesView[Item]):

@@ -25,18 +25,19 @@ import platform
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, TypedDict, cast
+from typing import IO, Any, Protocol, TypedDict, cast
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from servediff import __version__
 from servediff.columns import Columns
-from servediff.lean_items import LeanItems
+from servediff.lean_items import Block, LeanItems, block_of
+from servediff.readahead import Frame, Lines, ReadAhead, Taken
 from servediff.suites.base import Score
 from servediff.types import Completion, SamplingParams
 
@@ -443,13 +444,16 @@ def _first_error(exc: ValidationError) -> str:
     return f"field {where}: {first['msg']}{more}"
 
 
-def read_run(path: Path, lean: bool = False, beside: Sequence[Run] = ()) -> Run:
+def read_run(
+    path: Path, lean: bool = False, beside: Sequence[Run] = (), ahead: ReadAhead | None = None
+) -> Run:
     """Read a record. A cut last line (the writer was killed mid-write) is left out: see ``torn``.
 
     ``lean``: a shadow record's items after the first are read without their input and with only
     the metadata compare uses (``_LeanItem``), and an item whose text is the same as in the other
     side's record (one of ``beside``, runs already read) shares that text; other records are read
-    whole either way."""
+    whole either way. ``ahead``: a read-ahead process parsing this record
+    (``servediff.readahead``), whose frames a lean read replays where it finished cleanly."""
     path = Path(path)
     try:
         f: IO[bytes] = path.open("rb")
@@ -465,7 +469,7 @@ def read_run(path: Path, lean: bool = False, beside: Sequence[Run] = ()) -> Run:
             run = Run(path=path, header=_parse_header(path, first), end=len(first))
             run.unterminated = not first.endswith(b"\n")
             lean = lean and "shadow" in run.header.extra
-            _read_items(run, f, lean, _partner(run, beside) if lean else None)
+            _read_items(run, f, lean, _partner(run, beside) if lean else None, ahead)
     finally:
         if was_enabled:
             gc.enable()
@@ -474,6 +478,17 @@ def read_run(path: Path, lean: bool = False, beside: Sequence[Run] = ()) -> Run:
         suite = run.header.suite.model_copy(update={"item_ids": list(run.items)})
         run.header = run.header.model_copy(update={"suite": suite})
     return run
+
+
+def is_shadow_record(path: Path) -> bool:
+    """Whether ``path`` starts with a shadow record's header (what a lean read reads lean); False
+    for anything else, a file that cannot be read included (its read says why)."""
+    try:
+        with Path(path).open("rb") as f:
+            first = f.readline()
+        return "shadow" in _parse_header(path, first).extra
+    except (OSError, RecordError):
+        return False
 
 
 def _partner(run: Run, beside: Sequence[Run]) -> Mapping[str, Item] | None:
@@ -485,14 +500,22 @@ def _partner(run: Run, beside: Sequence[Run]) -> Mapping[str, Item] | None:
 
 
 def _read_items(
-    run: Run, f: IO[bytes], lean: bool = False, partner: Mapping[str, Item] | None = None
+    run: Run,
+    f: IO[bytes],
+    lean: bool = False,
+    partner: Mapping[str, Item] | None = None,
+    ahead: ReadAhead | None = None,
 ) -> None:
     """Every item line of ``f`` into ``run`` (its header already read): line by line, or a lean
-    read in blocks."""
+    read in blocks (decoded here, or replayed from a read-ahead process's frames)."""
     reader = _Reader(run, lean, partner)
     try:
         if lean:
-            _read_blocks(reader, f)
+            frames = ahead.frames() if ahead is not None else None
+            if frames is None:
+                read_blocks(reader, f)
+            else:
+                _replay(reader, frames)
             reader.finish()
         else:
             reader.lines(f)
@@ -565,12 +588,17 @@ class _Reader:
     def block(self, size: int, got: list[Item]) -> None:
         """A block of complete lines (``size`` bytes) the block decoder took whole: ``got``
         holds one item a line."""
-        for item in got:
-            if item.token_ids or item.tokens:
+        self.adopt(size, block_of(got, lean_item(), plain=True))
+
+    def adopt(self, size: int, block: Block) -> None:
+        """A block of complete lines (``size`` bytes) as columns (``block``), one item a line:
+        made here, or by a read-ahead process (``servediff.readahead``)."""
+        for item in self.store.adopt(block, self.partner, self.read):
+            if item.token_ids or item.tokens:  # only an item kept whole can hold token data
                 _share(item, self.shared)
-        self.store.append(got, self.partner, self.read, plain=True)
-        self.read += len(got)
-        self.n += len(got)
+        n = len(block.ids)
+        self.read += n
+        self.n += n
         self.end += size
         self.last = _NEWLINE  # the block's last line ends with its newline
 
@@ -583,7 +611,31 @@ class _Reader:
             self.run.items = dict(zip(store.ids, map(store.item, range(len(store)))))
 
 
-def _read_blocks(reader: _Reader, f: IO[bytes]) -> None:
+def _replay(reader: _Reader, frames: Iterable[Frame]) -> None:
+    """What ``read_blocks`` would have done, from what it did in a read-ahead process."""
+    for frame in frames:
+        if isinstance(frame, Taken):
+            reader.adopt(frame.size, frame.block)
+        elif isinstance(frame, Lines) and not reader.lines(iter(io.BytesIO(frame.raw))):
+            return
+
+
+def lean_item() -> type[Item]:
+    """The type a lean read decodes an item line into (``_LeanItem``)."""
+    return cast("type[Item]", _LeanItem)
+
+
+class BlockReader(Protocol):
+    """What ``read_blocks`` hands a record's lines to: ``_Reader``, or a read-ahead process's
+    writer (``servediff.readahead``)."""
+
+    whole: bool
+
+    def lines(self, lines: Iterator[bytes]) -> bool: ...
+    def block(self, size: int, got: list[Item]) -> None: ...
+
+
+def read_blocks(reader: BlockReader, f: IO[bytes]) -> None:
     """A lean read: blocks of complete lines, each decoded in one call (``decode_lines``).
 
     At a million lines a side, one decoder call per line and the per-line loop around it were

@@ -17,7 +17,8 @@ from servediff.compare.mechanism import DEFAULT_THRESHOLD, ProbeSet
 from servediff.compare.study import Study, build_study, without_pairs_of
 from servediff.gcpause import gc_paused
 from servediff.probe_record import is_probe_record, read_probes
-from servediff.record import Run, read_run
+from servediff.readahead import ReadAhead
+from servediff.record import Run, is_shadow_record, read_run
 
 DEFAULT_MARGIN = 0.01
 DEFAULT_TITLE = "servediff report"
@@ -57,10 +58,24 @@ def load(
     shadow records are read with only what an analysis reads (``record.read_run``); an export,
     which writes every item's fields out, reads them whole."""
     probe_paths = [p for p in paths if is_probe_record(p)]
+    run_paths = [p for p in paths if p not in probe_paths]
     runs: list[Run] = []
-    for p in paths:
-        if p not in probe_paths:
-            runs.append(read_run(p, lean=lean, beside=runs))
+    # While a record is read here, the next one is parsed by a child process (a large shadow
+    # record read lean: servediff.readahead), one at a time: this machine may have two cores.
+    ahead: ReadAhead | None = None
+    try:
+        for k, p in enumerate(run_paths):
+            current, ahead = ahead, None
+            if lean and k + 1 < len(run_paths) and is_shadow_record(run_paths[k + 1]):
+                ahead = ReadAhead.start(run_paths[k + 1])
+            try:
+                runs.append(read_run(p, lean=lean, beside=runs, ahead=current))
+            finally:
+                if current is not None:
+                    current.close()
+    finally:
+        if ahead is not None:
+            ahead.close()
     with gc_paused():
         study = build_study(runs, force=force, checkpoints=checkpoints)
     study = without_pairs_of(study, [c.label for c in study.configurations if is_sweep(c.runs[0])])
