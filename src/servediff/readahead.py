@@ -54,7 +54,7 @@ class Taken(msgspec.Struct, tag="block", array_like=True):
 Frame = Lines | Taken
 # After the last frame: how many frames there are (8 bytes, little-endian), then this mark. A
 # child that stopped early (killed, out of memory) wrote neither.
-_END = b"servediff read-ahead: end\n"
+END = b"servediff read-ahead: end\n"
 
 
 class ReadAhead:
@@ -85,6 +85,10 @@ class ReadAhead:
             return None
         return cls(path, proc, out)
 
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
     def frames(self) -> Iterator[Frame] | None:
         """The child's frames, once it has exited cleanly and its last frame says the record was
         read to the end; None otherwise (the caller reads the file itself)."""
@@ -92,11 +96,11 @@ class ReadAhead:
             return None
         f = os.fdopen(os.dup(self._out), "rb")
         try:
-            f.seek(-(_LENGTH + len(_END)), os.SEEK_END)
+            f.seek(-(_LENGTH + len(END)), os.SEEK_END)
             tail = f.read()
         except OSError:  # shorter than the end mark
             tail = b""
-        if not tail.endswith(_END):
+        if not tail.endswith(END):
             f.close()
             return None
         f.seek(0)
@@ -178,7 +182,7 @@ class _Writer:
         self._write(Taken(size, block_of(got, self.make, plain=True)))
 
     def end(self) -> None:
-        self.out.write(self.n.to_bytes(_LENGTH, "little") + _END)
+        self.out.write(self.n.to_bytes(_LENGTH, "little") + END)
         self.out.flush()
 
 
