@@ -25,6 +25,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -200,6 +201,40 @@ def write_shadow_pair(items: int, work: Path, seed: int = 0) -> tuple[Path, Path
     return paths
 
 
+class MemoryTaken:
+    """The most memory the machine lost while the block ran: MemAvailable before, less its
+    lowest value, sampled every 10 ms. Unlike the compare's own peak RSS (wait4) it counts
+    every process it started and their shared memory (the read-ahead child's in-memory file),
+    not the page cache the records are read through."""
+
+    def __init__(self) -> None:
+        self.peak_mib = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    @staticmethod
+    def _available() -> int:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError("no MemAvailable in /proc/meminfo")
+
+    def _sample(self) -> None:
+        start = lowest = self._available()
+        while not self._stop.wait(0.01):
+            lowest = min(lowest, self._available())
+        self.peak_mib = (start - lowest) / 2**20
+
+    def __enter__(self) -> MemoryTaken:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def compare(items: int, sync: bool = True) -> None:
     """The records are written first (and synced to disk unless --no-sync); the machine's
     1-minute load average is read just before and just after the compare (a shared machine
@@ -214,11 +249,12 @@ def compare(items: int, sync: bool = True) -> None:
         # time vary from run to run: that is the first touch of cold memory (BENCHMARKS.md).
         os.sync()
     before = os.getloadavg()[0]
-    timed = run_timed([PYTHON, "-m", "servediff", "compare", str(a), str(b), "--md", str(work / "r.md")])
+    with MemoryTaken() as taken:
+        timed = run_timed([PYTHON, "-m", "servediff", "compare", str(a), str(b), "--md", str(work / "r.md")])
     after = os.getloadavg()[0]
     print(
         f"| {items:,} ({size:,.0f} MiB each) | {timed.seconds:.1f} s | {timed.cpu_s:.1f} s "
-        f"| {timed.max_rss_mib:,.0f} MiB | {before:.1f} → {after:.1f} |",
+        f"| {timed.max_rss_mib:,.0f} MiB | {taken.peak_mib:,.0f} MiB | {before:.1f} → {after:.1f} |",
         flush=True,
     )
     subprocess.run(["rm", "-rf", str(work)], check=False)
@@ -243,7 +279,10 @@ def main() -> None:
         )
         proxy(args.requests, args.rounds)
     else:
-        print("| items per record | wall | CPU | max RSS | load average (1 min) |\n|---|---|---|---|---|")
+        print(
+            "| items per record | wall | CPU | max RSS | memory taken | load average (1 min) |\n"
+            "|---|---|---|---|---|---|"
+        )
         for n in args.items:
             compare(n, sync=not args.no_sync)
 
