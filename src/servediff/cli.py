@@ -141,8 +141,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from servediff.compare.loader import load
     from servediff.compare.study import require_comparison
     from servediff.gcpause import gc_paused
+    from servediff.hugepages import numpy_without_huge_pages
     from servediff.report import render
     from servediff.report.assembly import build
+
+    numpy_without_huge_pages()
 
     margin = 0.01 if args.margin is None else args.margin  # the report's margin when none is asked
     study, options = load(
@@ -207,8 +210,11 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from servediff.compare.loader import load
+    from servediff.hugepages import numpy_without_huge_pages
     from servediff.report import render
     from servediff.report.assembly import build
+
+    numpy_without_huge_pages()
 
     # The same study and model compare builds: runs, probe records beside them, the two thresholds.
     report = build(
