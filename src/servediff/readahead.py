@@ -68,7 +68,12 @@ class ReadAhead:
         """A child parsing ``path``, or None where that is not worth it (a small file) or not
         possible (no anonymous in-memory file on this system, no process to start)."""
         try:
-            if path.stat().st_size < READ_AHEAD_BYTES or not hasattr(os, "memfd_create"):
+            size = path.stat().st_size
+            if size < READ_AHEAD_BYTES or not hasattr(os, "memfd_create") or _cores() < 2:
+                return None
+            # The frames are about a third of the record (the input, the hashes and the skipped
+            # fields are not in them), held in memory until read: not where memory is short.
+            if size > _free_memory() // 2:
                 return None
             out = os.memfd_create("servediff-readahead")
         except OSError:
@@ -120,6 +125,22 @@ class ReadAhead:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _cores() -> int:
+    """The CPUs this process may run on: with one, a child would only take turns with it."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _free_memory() -> int:
+    """Bytes of memory free now (0 where that cannot be told)."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return 0
 
 
 _DECODER = msgspec.msgpack.Decoder(Frame)
