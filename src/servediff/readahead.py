@@ -95,8 +95,9 @@ class ReadAhead:
         return self._proc.pid
 
     def frames(self) -> Iterator[Frame] | None:
-        """The child's frames, once it has exited cleanly and its last frame says the record was
-        read to the end; None otherwise (the caller reads the file itself)."""
+        """The child's frames, once it has exited cleanly and written its end mark (the record
+        read to its end); None otherwise, the caller then reading the file itself. Each call
+        reads them from the start."""
         if self._proc.wait() != 0:
             return None
         f = os.fdopen(os.dup(self._out), "rb")
