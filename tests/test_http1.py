@@ -111,3 +111,18 @@ def test_chunked_responses_over_connections_the_server_drops() -> None:
     # No retries were allowed: a dropped idle connection is reopened, never counted as a failure,
     # and no request is sent twice.
     assert counts["requests"] == 5 and counts["connections"] >= 3
+
+
+def test_a_server_without_a_tokenize_endpoint_answered_by_concurrent_items() -> None:
+    """Items in flight together all learn that /tokenize is not there (404): each drops the
+    endpoint from the ones still tried, and none of them fails for it. (Two items getting the
+    404 at once once made the second fail: the endpoint was no longer in the list.)"""
+    from tests.helpers.stub_server import always, stub_server
+
+    with stub_server(always(200, OK_BODY)) as (url, _):
+        engine = HTTPEngine(HTTPOptions(base_url=url, concurrency=8, max_retries=0))
+        out: list[Completion] = []
+        samples = load_suite("prompts", SuiteOptions(limit=16)).samples
+        engine.generate(samples, SamplingParams(max_tokens=8), out.append)
+    assert [c.error for c in out] == [None] * 16
+    assert {c.token_source for c in out} == {None}  # no tokenizer answered

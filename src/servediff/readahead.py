@@ -21,16 +21,18 @@ its parent between blocks), and this process ends it when the read is abandoned.
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import msgspec
 
-from servediff.lean_items import Block
+from servediff.lean_items import Block, block_of
+from servediff.record import lean_item, read_blocks
 
 # Records smaller than this are read here: a child's start (~0.3 s of imports) costs more than
 # decoding them.
@@ -55,6 +57,13 @@ Frame = Lines | Taken
 # After the last frame: how many frames there are (8 bytes, little-endian), then this mark. A
 # child that stopped early (killed, out of memory) wrote neither.
 END = b"servediff read-ahead: end\n"
+
+
+class Reader(Protocol):
+    """What the frames are replayed into (``record._Reader``)."""
+
+    def lines(self, lines: Iterator[bytes]) -> bool: ...
+    def adopt(self, size: int, block: Block) -> None: ...
 
 
 class ReadAhead:
@@ -112,6 +121,19 @@ class ReadAhead:
         f.seek(0)
         return _frames(f, int.from_bytes(tail[:_LENGTH], "little"))
 
+    def replay(self, reader: Reader) -> bool:
+        """What ``record.read_blocks`` would have done with ``reader``, from what it did in the
+        child; False, with nothing done, where the child did not finish cleanly."""
+        frames = self.frames()
+        if frames is None:
+            return False
+        for frame in frames:
+            if isinstance(frame, Taken):
+                reader.adopt(frame.size, frame.block)
+            elif not reader.lines(iter(io.BytesIO(frame.raw))):
+                break  # a cut last line: the read ends there
+        return True
+
     def close(self) -> None:
         """End the child if it is still running, and let its output go."""
         if self._proc.poll() is None:
@@ -153,8 +175,6 @@ def _decode(data: bytes | memoryview) -> Frame:
 
 def _frames(f: IO[bytes], n: int) -> Iterator[Frame]:
     """The ``n`` frames before the end, each read into one reused buffer."""
-    from servediff.record import lean_item
-
     buf = bytearray(1 << 20)
     with f:
         for _ in range(n):
@@ -176,8 +196,6 @@ class _Writer:
     becomes a frame on ``out``."""
 
     def __init__(self, out: IO[bytes], parent: int) -> None:
-        from servediff.record import lean_item
-
         self.out, self.parent, self.n = out, parent, 0
         self.make = lean_item()
         self.whole = True  # as the reader's: the first item line goes line by line
@@ -197,8 +215,6 @@ class _Writer:
         return True
 
     def block(self, size: int, got: list[Any]) -> None:
-        from servediff.lean_items import block_of
-
         if os.getppid() != self.parent:  # the reading process is gone: so is the point
             os._exit(1)
         self._write(Taken(size, block_of(got, self.make, plain=True)))
@@ -210,8 +226,6 @@ class _Writer:
 
 def main(argv: list[str]) -> int:
     """``python -m servediff.readahead RECORD PARENT_PID``: the frames on standard output."""
-    from servediff.record import read_blocks
-
     path, parent = Path(argv[0]), int(argv[1])
     out = sys.stdout.buffer
     writer = _Writer(out, parent)

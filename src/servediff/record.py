@@ -25,7 +25,7 @@ import platform
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,7 +37,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from servediff import __version__
 from servediff.columns import Columns
 from servediff.lean_items import Block, LeanItems, block_of
-from servediff.readahead import Frame, Lines, ReadAhead, Taken
 from servediff.suites.base import Score
 from servediff.types import Completion, SamplingParams
 
@@ -444,9 +443,7 @@ def _first_error(exc: ValidationError) -> str:
     return f"field {where}: {first['msg']}{more}"
 
 
-def read_run(
-    path: Path, lean: bool = False, beside: Sequence[Run] = (), ahead: ReadAhead | None = None
-) -> Run:
+def read_run(path: Path, lean: bool = False, beside: Sequence[Run] = (), ahead: Ahead | None = None) -> Run:
     """Read a record. A cut last line (the writer was killed mid-write) is left out: see ``torn``.
 
     ``lean``: a shadow record's items after the first are read without their input and with only
@@ -504,18 +501,15 @@ def _read_items(
     f: IO[bytes],
     lean: bool = False,
     partner: Mapping[str, Item] | None = None,
-    ahead: ReadAhead | None = None,
+    ahead: Ahead | None = None,
 ) -> None:
     """Every item line of ``f`` into ``run`` (its header already read): line by line, or a lean
     read in blocks (decoded here, or replayed from a read-ahead process's frames)."""
     reader = _Reader(run, lean, partner)
     try:
         if lean:
-            frames = ahead.frames() if ahead is not None else None
-            if frames is None:
+            if ahead is None or not ahead.replay(reader):
                 read_blocks(reader, f)
-            else:
-                _replay(reader, frames)
             reader.finish()
         else:
             reader.lines(f)
@@ -611,18 +605,18 @@ class _Reader:
             self.run.items = dict(zip(store.ids, map(store.item, range(len(store)))))
 
 
-def _replay(reader: _Reader, frames: Iterable[Frame]) -> None:
-    """What ``read_blocks`` would have done, from what it did in a read-ahead process."""
-    for frame in frames:
-        if isinstance(frame, Taken):
-            reader.adopt(frame.size, frame.block)
-        elif isinstance(frame, Lines) and not reader.lines(iter(io.BytesIO(frame.raw))):
-            return
-
-
 def lean_item() -> type[Item]:
     """The type a lean read decodes an item line into (``_LeanItem``)."""
     return cast("type[Item]", _LeanItem)
+
+
+class Ahead(Protocol):
+    """Another process's parse of a record (``servediff.readahead.ReadAhead``)."""
+
+    def replay(self, reader: _Reader) -> bool:
+        """Give ``reader`` what ``read_blocks`` would have, from the other process's parse;
+        False, having given it nothing, where there is none to give."""
+        ...
 
 
 class BlockReader(Protocol):

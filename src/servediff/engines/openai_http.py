@@ -298,8 +298,9 @@ class HTTPEngine:
                 )
             except (TransportError, ValueError, asyncio.TimeoutError):
                 continue
-            if status in (404, 405):
-                # The server has no such endpoint: stop asking for it on every item.
+            if status in (404, 405) and path in self._tokenize_paths:
+                # The server has no such endpoint: stop asking for it on every item. Items in
+                # flight together may all learn it; the first to hear removes it.
                 self._tokenize_paths.remove(path)
             ids = tokenize.token_ids(raw, c.text) if status == 200 else None
             if ids is not None:
