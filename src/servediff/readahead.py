@@ -5,7 +5,7 @@
 Compare reads the two sides of a shadow segment one after the other, and at a million items a
 side each read is seconds of JSON decoding on one core. While the primary is read, a child
 process (``python -m servediff.readahead``) decodes the candidate's record the same way a lean
-read does (``record._read_blocks``: blocks of lines, each decoded in one call and turned into
+read does (``record.read_blocks``: blocks of lines, each decoded in one call and turned into
 columns) and writes what each block gave as MessagePack frames to an anonymous in-memory file.
 When this process comes to the candidate it replays the frames into its reader: a block's
 columns are adopted as if decoded here (``LeanItems.adopt``: ids and equal texts shared with the
@@ -32,7 +32,7 @@ from typing import IO, Any, Protocol
 import msgspec
 
 from servediff.lean_items import Block, block_of
-from servediff.record import lean_item, read_blocks
+from servediff.record import is_shadow_record, lean_item, read_blocks
 
 # Records smaller than this are read here: a child's start (~0.3 s of imports) costs more than
 # decoding them.
@@ -69,16 +69,19 @@ class Reader(Protocol):
 class ReadAhead:
     """A child process parsing one record (``start``); ``frames`` once it has finished."""
 
-    def __init__(self, path: Path, proc: subprocess.Popen[bytes], out: int) -> None:
-        self.path, self._proc, self._out = path, proc, out
+    def __init__(self, proc: subprocess.Popen[bytes], out: int) -> None:
+        self._proc, self._out = proc, out
 
     @classmethod
     def start(cls, path: Path) -> ReadAhead | None:
-        """A child parsing ``path``, or None where that is not worth it (a small file) or not
-        possible (no anonymous in-memory file on this system, no process to start)."""
+        """A child parsing ``path``, or None where that is not worth it (a small file, not a
+        shadow record: only those are read lean) or not possible (no anonymous in-memory file
+        on this system, no process to start)."""
         try:
             size = path.stat().st_size
             if size < READ_AHEAD_BYTES or not hasattr(os, "memfd_create") or _cores() < 2:
+                return None
+            if not is_shadow_record(path):
                 return None
             # The frames are about a third of the record (the input, the hashes and the skipped
             # fields are not in them), held in memory until read: not where memory is short.
@@ -97,7 +100,7 @@ class ReadAhead:
         except OSError:
             os.close(out)
             return None
-        return cls(path, proc, out)
+        return cls(proc, out)
 
     @property
     def pid(self) -> int:
@@ -169,10 +172,6 @@ def _free_memory() -> int:
 _DECODER = msgspec.msgpack.Decoder(Frame)
 
 
-def _decode(data: bytes | memoryview) -> Frame:
-    return _DECODER.decode(data)
-
-
 def _frames(f: IO[bytes], n: int) -> Iterator[Frame]:
     """The ``n`` frames before the end, each read into one reused buffer."""
     buf = bytearray(1 << 20)
@@ -183,7 +182,7 @@ def _frames(f: IO[bytes], n: int) -> Iterator[Frame]:
                 buf = bytearray(size)
             with memoryview(buf)[:size] as view:
                 f.readinto(view)  # type: ignore[attr-defined]  # opened "rb"
-                frame = _decode(view)
+                frame = _DECODER.decode(view)
             if isinstance(frame, Taken) and frame.block.kept:
                 # MessagePack gave each kept item as a map: the lean item it was.
                 kept = [(k, msgspec.convert(item, lean_item())) for k, item in frame.block.kept]
@@ -192,7 +191,7 @@ def _frames(f: IO[bytes], n: int) -> Iterator[Frame]:
 
 
 class _Writer:
-    """``record._read_blocks``' reader in the child: each block or run of lines it is given
+    """``record.read_blocks``' reader in the child: each block or run of lines it is given
     becomes a frame on ``out``."""
 
     def __init__(self, out: IO[bytes], parent: int) -> None:

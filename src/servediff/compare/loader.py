@@ -18,7 +18,7 @@ from servediff.compare.study import Study, build_study, without_pairs_of
 from servediff.gcpause import gc_paused
 from servediff.probe_record import is_probe_record, read_probes
 from servediff.readahead import ReadAhead
-from servediff.record import Run, is_shadow_record, read_run
+from servediff.record import Run, read_run
 
 DEFAULT_MARGIN = 0.01
 DEFAULT_TITLE = "servediff report"
@@ -61,12 +61,12 @@ def load(
     run_paths = [p for p in paths if p not in probe_paths]
     runs: list[Run] = []
     # While a record is read here, the next one is parsed by a child process (a large shadow
-    # record read lean: servediff.readahead), one at a time: this machine may have two cores.
+    # record read lean: servediff.readahead), one at a time: a machine may have only two cores.
     ahead: ReadAhead | None = None
     try:
         for k, p in enumerate(run_paths):
             current, ahead = ahead, None
-            if lean and k + 1 < len(run_paths) and is_shadow_record(run_paths[k + 1]):
+            if lean and k + 1 < len(run_paths):
                 ahead = ReadAhead.start(run_paths[k + 1])
             try:
                 runs.append(read_run(p, lean=lean, beside=runs, ahead=current))
