@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, ValuesView
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, ValuesView
 from functools import partial
 from itertools import compress, repeat
-from operator import attrgetter, is_not, not_
+from operator import attrgetter, is_not, ne, not_
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 import msgspec
@@ -35,6 +35,8 @@ class _Item(Protocol):
 
     @property
     def input(self) -> Any: ...
+    @property
+    def text(self) -> str: ...
     @property
     def sha256(self) -> str: ...
     @property
@@ -64,12 +66,28 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
 
     ``make``: the lean item type, called with a plain item's fields."""
 
-    __slots__ = ("_index", "_make", "extras", "ids", "n_tokens", "placed", "texts", "times", "twinned")
+    __slots__ = (
+        "_differ",
+        "_index",
+        "_make",
+        "extras",
+        "ids",
+        "n_tokens",
+        "placed",
+        "text_at",
+        "texts",
+        "times",
+        "twinned",
+    )
 
     def __init__(self, make: Callable[..., Item]) -> None:
         self._make = make
         self.ids: list[str] = []
-        self.texts: list[str] = []
+        # None where the text was not kept: ``text_at`` reads it back from the record (a shadow
+        # pair read in halves, ``servediff.halves``, keeps a text only where either side's item
+        # is kept whole, and knows where the two sides' texts differ: ``pair``).
+        self.texts: list[str | None] = []
+        self.text_at: Callable[[int], str] | None = None
         self.n_tokens: list[int | None] = []
         self.times = tuple(array("d") for _ in _TIME_FIELDS)  # latency, finished, TTFT, ITL; NaN: None
         self.extras: dict[int, Item] = {}  # position → the item, kept whole
@@ -78,6 +96,9 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
         self.placed: dict[int, Any] = {}
         self.twinned = 0  # items whose partner's item was the one at the same position
         self._index: dict[str, int] | None = None
+        # (the other side, the positions where its text and this one's differ): known from the
+        # read where the texts themselves were not kept (``pair``).
+        self._differ: tuple[LeanItems[Any], list[int]] | None = None
 
     # --- Mapping ---------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -110,9 +131,13 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
         placed = self.placed.get(i)
         times = self.times
         latency, finished, ttft, itl = times[0][i], times[1][i], times[2][i], times[3][i]
+        text = self.texts[i]
+        if text is None:
+            assert self.text_at is not None  # a text is left out only where it can be read back
+            text = self.text_at(i)
         return self._make(
             id=self.ids[i],
-            text=self.texts[i],
+            text=text,
             n_tokens=self.n_tokens[i],
             latency_s=None if latency != latency else latency,  # NaN: recorded as null
             finished_at=None if finished != finished else finished,
@@ -163,6 +188,58 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
             self.extras[start + k] = item
             kept.append(item)
         return kept
+
+    def extend(
+        self,
+        n_tokens: list[int | None],
+        times: Sequence[array[float] | bytes],
+        placed: list[tuple[int, Any]],
+        kept: list[tuple[int, Any]],
+        texts: list[tuple[int, str]],
+    ) -> None:
+        """Columns of items read already matched with the other side's (``servediff.halves``),
+        their ids in ``ids`` already: their token counts, times, "first_token" values and items
+        kept whole by their place among them, and the texts kept (by place; the others None).
+        An empty store takes the columns themselves, not copies (a million items a side)."""
+        start = len(self.n_tokens)
+        if start:
+            self.n_tokens += n_tokens
+        else:
+            self.n_tokens = n_tokens
+        arrays = [t for t in times if isinstance(t, array)]
+        if not start and len(arrays) == len(self.times):
+            self.times = tuple(arrays)
+        else:
+            for column, values in zip(self.times, times):
+                if isinstance(values, array):
+                    column.extend(values)
+                else:
+                    column.frombytes(values)
+        self.texts += repeat(None, len(n_tokens))
+        for k, text in texts:
+            self.texts[start + k] = text
+        if placed:
+            where, firsts = zip(*placed)
+            self.placed.update(zip(map(start.__add__, where), firsts))
+        setattr_ = msgspec.structs.force_setattr
+        for k, item in kept:
+            setattr_(item, "id", self.ids[start + k])
+            if not item.metadata:
+                setattr_(item, "metadata", NO_METADATA)
+            self.extras[start + k] = item
+
+    def pair(self, other: LeanItems[Any], differ: list[int]) -> None:
+        """The positions where this side's texts and ``other``'s differ, both read already."""
+        self._differ, other._differ = (other, differ), (self, differ)
+
+    def differing(self, other: LeanItems[Any]) -> Iterable[int]:
+        """The positions where this side's text and ``other``'s differ, in order (the two hold
+        the same ids in the same order)."""
+        if self._differ is not None and self._differ[0] is other:
+            return self._differ[1]
+        if self.text_at is None and other.text_at is None:
+            return compress(range(len(self.ids)), map(ne, self.texts, other.texts))
+        return [i for i in range(len(self.ids)) if self.item(i).text != other.item(i).text]
 
     def keep(self, item: Item) -> None:
         """The last item appended, kept whole whatever it holds (a lean read's first item)."""
@@ -221,7 +298,7 @@ class Block(msgspec.Struct, array_like=True, gc=False):
     (``servediff.readahead``) sends it as MessagePack."""
 
     ids: list[str]
-    texts: list[str]
+    texts: list[str | None]
     n_tokens: list[int | None]
     times: list[bytes]
     placed: list[tuple[int, Any]]

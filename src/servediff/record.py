@@ -462,19 +462,40 @@ def read_run(path: Path, lean: bool = False, beside: Sequence[Run] = (), ahead: 
     gc.disable()
     try:
         with f:
-            first = f.readline()
-            run = Run(path=path, header=_parse_header(path, first), end=len(first))
-            run.unterminated = not first.endswith(b"\n")
+            run = open_run(path, f)
             lean = lean and "shadow" in run.header.extra
             _read_items(run, f, lean, _partner(run, beside) if lean else None, ahead)
     finally:
         if was_enabled:
             gc.enable()
+    return with_items_as_suite(run)
+
+
+def with_items_as_suite(run: Run) -> Run:
+    """Shadow traffic has no suite known in advance: its items are the ones it recorded."""
     if "shadow" in run.header.extra and not run.header.suite.item_ids:
-        # Shadow traffic has no suite known in advance: its items are the ones it recorded.
         suite = run.header.suite.model_copy(update={"item_ids": list(run.items)})
         run.header = run.header.model_copy(update={"suite": suite})
     return run
+
+
+def open_run(path: Path, f: IO[bytes]) -> Run:
+    """The run whose header is the first line of ``f`` (read from its start), no items yet."""
+    first = f.readline()
+    run = Run(path=path, header=_parse_header(path, first), end=len(first))
+    run.unterminated = not first.endswith(b"\n")
+    return run
+
+
+def whole_item(line: bytes) -> Item:
+    """An item line decoded whole, as an ordinary read does (msgspec.DecodeError if it is not
+    one the fast decoder takes: the ordinary read says what is wrong with it)."""
+    return _DECODER.decode(line)
+
+
+def lean_line(line: bytes) -> Item:
+    """An item line decoded as a lean read decodes it (msgspec.DecodeError as ``whole_item``)."""
+    return _LEAN_DECODER.decode(line)
 
 
 def is_shadow_record(path: Path) -> bool:
@@ -563,7 +584,7 @@ class _Reader:
                             return False
                         raise RecordError(_line_problem(self.run.path, n, line, exc)) from exc
                 if item.token_ids or item.tokens:
-                    _share(item, self.shared)
+                    share_tokens(item, self.shared)
                 if lean:
                     if not self.whole and (problem := _utf8_problem(self.run.path, n, line)):
                         raise RecordError(problem)  # in a field the lean decoder skipped
@@ -589,7 +610,7 @@ class _Reader:
         made here, or by a read-ahead process (``servediff.readahead``)."""
         for item in self.store.adopt(block, self.partner, self.read):
             if item.token_ids or item.tokens:  # only an item kept whole can hold token data
-                _share(item, self.shared)
+                share_tokens(item, self.shared)
         n = len(block.ids)
         self.read += n
         self.n += n
@@ -654,7 +675,7 @@ def read_blocks(reader: BlockReader, f: IO[bytes]) -> None:
             reader.lines(iter((bytes(buf[start:end]),)))
             start = end
         if start < cut:
-            items = _decode_block(buf, start, cut, masks)
+            items = decode_block(buf, start, cut, masks)
             if items is None:
                 if not reader.lines(iter(io.BytesIO(buf[start:cut]))):
                     return
@@ -666,7 +687,7 @@ def read_blocks(reader: BlockReader, f: IO[bytes]) -> None:
         reader.lines(iter((bytes(buf[:filled]),)))
 
 
-def _decode_block(buf: bytearray, start: int, end: int, masks: list[Any]) -> list[Item] | None:
+def decode_block(buf: bytearray, start: int, end: int, masks: list[Any]) -> list[Item] | None:
     """The items of the complete lines ``buf[start:end]``, one per line, or None where that is
     not what they hold. ``decode_lines`` passes over blank lines and takes two objects on one
     line; a block where every newline follows a closing brace and each gave one item has
@@ -763,7 +784,7 @@ def seal(run: Run) -> str | None:
     return None
 
 
-def _share(item: Item, shared: dict[int, int]) -> None:
+def share_tokens(item: Item, shared: dict[int, int]) -> None:
     """Let equal token ids and token strings share one object (same values, same lists).
 
     Each parsed id is its own 28-byte int; a vocabulary has only ~50k of them, so sharing cuts

@@ -16,6 +16,7 @@ from pathlib import Path
 from servediff.compare.mechanism import DEFAULT_THRESHOLD, ProbeSet
 from servediff.compare.study import Study, build_study, without_pairs_of
 from servediff.gcpause import gc_paused
+from servediff.halves import pairs, read_pair
 from servediff.probe_record import is_probe_record, read_probes
 from servediff.readahead import ReadAhead
 from servediff.record import Run, read_run
@@ -60,13 +61,24 @@ def load(
     probe_paths = [p for p in paths if is_probe_record(p)]
     run_paths = [p for p in paths if p not in probe_paths]
     runs: list[Run] = []
+    # A large shadow segment's two records are read at once, in halves, by this process and a
+    # child (servediff.halves); where that does not take them, they are read as any record.
+    read: dict[int, Run] = {}
+    for i, j in pairs(run_paths) if lean else ():
+        with gc_paused():
+            got = read_pair(run_paths[i], run_paths[j])
+        if got is not None:
+            read[i], read[j] = got
     # While a record is read here, the next one is parsed by a child process (a large shadow
     # record read lean: servediff.readahead), one at a time: a machine may have only two cores.
     ahead: ReadAhead | None = None
     try:
         for k, p in enumerate(run_paths):
+            if k in read:
+                runs.append(read[k])
+                continue
             current, ahead = ahead, None
-            if lean and k + 1 < len(run_paths):
+            if lean and k + 1 < len(run_paths) and k + 1 not in read:
                 ahead = ReadAhead.start(run_paths[k + 1])
             try:
                 runs.append(read_run(p, lean=lean, beside=runs, ahead=current))

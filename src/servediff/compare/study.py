@@ -17,8 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import combinations, compress
-from operator import ne
+from itertools import combinations
 from pathlib import Path, PurePath
 
 from servediff.compare.divergence import (
@@ -170,7 +169,7 @@ class _Pairing:
         at_risk: dict[int | None, tuple[int, bool] | None] = {None: None}
         for n in {0, *filter(None, a.n_tokens)}:  # every token count of A, and 0 (filtered out)
             at_risk[n] = self.at_risk.setdefault(n, (n, False))
-        differ = compress(range(len(a.ids)), map(ne, a.texts, b.texts))
+        differ = a.differing(b)
         times, tokens, at, kept = self.times, a.n_tokens, 0, a.extras.keys() | b.extras.keys()
         ids, diverged = a.ids, self.divergences.append
         for i in sorted({*differ, *kept}):

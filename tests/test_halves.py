@@ -1,0 +1,205 @@
+"""A shadow segment's two records read in halves (``servediff.halves``) read as the ordinary
+lean reads do: the same items (texts read back from the records), columns and report; what the
+fast path does not take (blank, bad or cut lines, ids out of order or twice, a failed child) is
+left to the ordinary read, which says what is wrong as it always did; no child outlives it.
+
+The records are the shadow proxy's own (tests/test_record_blocks.py writes them); the size from
+which a pair is read in halves is lowered to 0 so that these small files are.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from servediff import halves
+from servediff.compare.loader import load
+from servediff.halves import pairs, read_pair
+from servediff.lean_items import LeanItems
+from servediff.record import RecordError, Run
+from servediff.report import render
+from servediff.report.assembly import build
+from tests.test_readahead import same
+from tests.test_record_blocks import ITEMS, edit, lean_pair, write
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return write(tmp_path_factory.mktemp("halves"))
+
+
+@pytest.fixture(autouse=True)
+def every_pair_in_halves(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(halves, "PAIR_BYTES", 0)
+
+
+def children() -> list[int]:
+    """This process's children reading a half, still running."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == os.getpid() and b"servediff.halves" in cmdline and stat[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def in_halves(a: Path, b: Path) -> tuple[Run, Run]:
+    got = read_pair(a, b)
+    assert got is not None, "the pair was not read in halves"
+    return got
+
+
+@pytest.mark.parametrize(("share", "size"), [(0.5, 1 << 20), (0.1, 700), (0.9, 4096), (0.5, 64)])
+def test_a_pair_read_in_halves_reads_as_the_ordinary_read(
+    records: tuple[Path, Path], share: float, size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Blocks of a few hundred bytes on both sides, cut in other places: the two records are
+    # matched across blocks that do not line up, and where each process's half starts.
+    monkeypatch.setattr(halves, "SHARE", share)
+    monkeypatch.setattr(halves, "_BLOCK_BYTES", size)
+    got = in_halves(*records)
+    for run, here in zip(got, lean_pair(records)):
+        same(run, here)
+        assert run.header == here.header  # the suite: the items as recorded
+    a, b = got
+    assert isinstance(a.items, LeanItems) and isinstance(b.items, LeanItems)
+    # The texts are let go where both sides' items are plain, and read back when an item is made.
+    assert sum(t is None for t in a.items.texts) > ITEMS // 2
+    assert list(a.items.differing(b.items)) == [
+        k for k, i in enumerate(a.items) if a.items[i].text != b.items[i].text
+    ]
+    assert all(a.items[i].id is b.items[i].id for i in a.items)
+    kept = b.items.extras.values()
+    assert any(item.tokens for item in kept) and any(item.error for item in kept)
+    assert children() == []
+
+
+def test_compare_reads_a_pair_in_halves_and_reports_the_same(
+    records: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read: list[tuple[Path, Path]] = []
+
+    def counted(a: Path, b: Path) -> tuple[Run, Run] | None:
+        read.append((a, b))
+        return in_halves(a, b)
+
+    monkeypatch.setattr("servediff.compare.loader.read_pair", counted)
+    study, options = load(list(records))
+    md = render.markdown(build(study, options))
+    assert read == [records] and children() == []
+    monkeypatch.setattr(halves, "PAIR_BYTES", 1 << 60)
+    assert pairs(list(records)) == []
+    study, options = load(list(records))
+    assert render.markdown(build(study, options)) == md
+
+
+def test_only_a_segment_given_as_two_records_is_read_in_halves(
+    records: tuple[Path, Path], tmp_path: Path
+) -> None:
+    third = tmp_path / "again.jsonl"
+    third.write_bytes(records[1].read_bytes())
+    assert pairs([records[0], records[1]]) == [(0, 1)]
+    assert pairs([records[1], tmp_path / "missing.jsonl", records[0]]) == []
+    assert pairs([records[0], records[1], third]) == []  # which two would pair is the study's
+
+
+def test_what_the_fast_path_does_not_take_is_read_the_ordinary_way(
+    records: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = records[1].read_bytes()
+    lines = data.splitlines(keepends=True)
+    cases = {
+        "blank": edit(records[1], tmp_path / "blank.jsonl", {150: b"   \n"}),
+        "blank first": edit(records[1], tmp_path / "blank1.jsonl", {1: b"\n"}),
+        "cut": tmp_path / "cut.jsonl",
+        "unterminated": tmp_path / "unterminated.jsonl",
+        "twice": tmp_path / "twice.jsonl",
+        "swapped": edit(records[1], tmp_path / "swapped.jsonl", {300: lines[301], 301: lines[300]}),
+        "one less": tmp_path / "one less.jsonl",
+    }
+    cases["cut"].write_bytes(data[:-25])
+    cases["unterminated"].write_bytes(data[:-1])
+    cases["twice"].write_bytes(b"".join([*lines[:300], lines[40], *lines[300:-1]]))
+    cases["one less"].write_bytes(b"".join(lines[:-1]))
+    for name, path in cases.items():
+        for share in (0.2, 0.8):  # the case in this process's half, or in the child's
+            monkeypatch.setattr(halves, "SHARE", share)
+            assert read_pair(records[0], path) is None, name
+        study, options = load([records[0], path])
+        monkeypatch.setattr(halves, "PAIR_BYTES", 1 << 60)
+        ordinary, ordinary_options = load([records[0], path])
+        monkeypatch.setattr(halves, "PAIR_BYTES", 0)
+        md = render.markdown(build(study, options))
+        assert md == render.markdown(build(ordinary, ordinary_options)), name
+    assert children() == []
+
+
+def test_a_bad_line_is_named_by_the_ordinary_read(records: tuple[Path, Path], tmp_path: Path) -> None:
+    lines = records[1].read_bytes().splitlines(keepends=True)
+    cases = {
+        "bad field": {250: lines[250].replace(b'"latency_s": ', b'"latency_s": "slow", "x": ')},
+        "not JSON": {333: b'{"id": "x", "text": \n'},
+        "not UTF-8 in the input": {90: lines[90].replace(b'"content": "', b'"content": "\xc3(')},
+        "first item": {1: b'{"id": 3}\n'},
+    }
+    for name, change in cases.items():
+        path = edit(records[1], tmp_path / f"{name}.jsonl", change)
+        with pytest.raises(RecordError) as read:
+            load([records[0], path])
+        assert f"{path}:{min(change) + 1}:" in str(read.value), name
+    assert children() == []
+
+
+def test_a_child_that_did_not_finish_leaves_the_pair_to_the_ordinary_read(
+    records: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start = halves._Child.start
+
+    def killed(*args: object) -> halves._Child | None:
+        child = start(*args)  # type: ignore[arg-type]
+        assert child is not None
+        os.kill(child.pid, 9)  # killed before or while it read: its half is not used
+        return child
+
+    monkeypatch.setattr(halves._Child, "start", staticmethod(killed))
+    assert read_pair(*records) is None
+    assert children() == []
+
+
+def test_a_record_changed_after_it_was_read_is_an_error_not_another_text(
+    records: tuple[Path, Path], tmp_path: Path
+) -> None:
+    a, b = (tmp_path / p.name for p in records)
+    for src, dst in zip(records, (a, b)):
+        dst.write_bytes(src.read_bytes())
+    _, got = in_halves(a, b)
+    assert isinstance(got.items, LeanItems)
+    plain = next(i for i, t in enumerate(got.items.texts) if t is None)
+    lines = b.read_bytes().splitlines(keepends=True)
+    b.write_bytes(b"".join([lines[0], *lines[2:]]))  # every item line moved up one
+    with pytest.raises(RecordError, match="changed while compare read it"):
+        got.items.item(plain)
+
+
+def test_a_child_whose_reader_is_gone_stops_without_its_end(records: tuple[Path, Path]) -> None:
+    sizes = [p.stat().st_size for p in records]
+    split = [len(p.read_bytes().split(b"\n", 1)[0]) + 1 for p in records]  # all items, from the first
+    spans = (split[0], sizes[0], split[1], sizes[1])
+    for parent, code in ((os.getpid(), 0), (1, 1)):
+        out = subprocess.run(
+            [sys.executable, "-m", "servediff.halves", *map(str, records), *map(str, (*spans, parent))],
+            capture_output=True,
+            check=False,
+        )
+        assert out.returncode == code
+        assert out.stdout.endswith(halves.END) == (code == 0)
