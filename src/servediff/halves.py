@@ -35,7 +35,7 @@ from typing import IO, Any, NamedTuple
 
 import msgspec
 
-from servediff.lean_items import Block, LeanItems, block_of
+from servediff.lean_items import Block, LeanItems, Placed, block_of
 from servediff.record import (
     Item,
     RecordError,
@@ -233,7 +233,7 @@ class _Columns:
         self.ids: list[str] = []  # kept for one side only: the two are the same
         self.n_tokens: list[int | None] = []
         self.times = [array("d") for _ in range(4)]  # latency, finished, TTFT, ITL
-        self.placed: list[tuple[int, Any]] = []
+        self.placed = Placed()
         self.kept: list[tuple[int, Any]] = []
         self.offsets = array("q")
         self.texts: list[tuple[int, str]] = []  # (position, text) where kept
@@ -253,8 +253,7 @@ class _Columns:
         self.n_tokens += block.n_tokens
         for column, values in zip(self.times, block.times):
             column.frombytes(values)
-        if block.placed:
-            self.placed += [(at + k, v) for k, v in block.placed]
+        self.placed.add(at, block.placed)
         if block.kept:
             self.kept += [(at + k, v) for k, v in block.kept]
         self.offsets += offsets
@@ -282,7 +281,7 @@ class _Columns:
             texts=[],
             n_tokens=self.n_tokens,
             times=[t.tobytes() for t in self.times],
-            placed=self.placed,
+            placed=self.placed.firsts(),
             kept=self.kept,
         )
         return Side(block, self.texts, self.offsets.tobytes())

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from servediff import __version__
 from servediff.columns import Columns
-from servediff.lean_items import Block, LeanItems, block_of
+from servediff.lean_items import Block, LeanItems, block_of, id_list
 from servediff.suites.base import Score
 from servediff.types import Completion, SamplingParams
 
@@ -474,7 +474,7 @@ def read_run(path: Path, lean: bool = False, beside: Sequence[Run] = (), ahead: 
 def with_items_as_suite(run: Run) -> Run:
     """Shadow traffic has no suite known in advance: its items are the ones it recorded."""
     if "shadow" in run.header.extra and not run.header.suite.item_ids:
-        suite = run.header.suite.model_copy(update={"item_ids": list(run.items)})
+        suite = run.header.suite.model_copy(update={"item_ids": id_list(run.items)})
         run.header = run.header.model_copy(update={"suite": suite})
     return run
 

@@ -47,6 +47,7 @@ from typing import Literal, overload
 import numpy as np
 
 from servediff.columns import Columns
+from servediff.lean_items import id_list
 from servediff.record import Item, Run
 
 RESAMPLES = 2000
@@ -133,7 +134,7 @@ def _run_items(run: Run, warmup: int) -> Items:
     # An import without timings has no latency at all: no speed numbers rather than 0 ms.
     found = np.flatnonzero(ok & ~np.isnan(latency))
     timed = not np.isnan(finished[found]).any()
-    ids = list(run.items)
+    ids = id_list(run.items)
     if timed:  # by start time; a stable sort, as sorting the items themselves was
         order = found[np.argsort(finished[found] - latency[found], kind="stable")]
     else:

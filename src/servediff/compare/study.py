@@ -29,7 +29,7 @@ from servediff.compare.divergence import (
 )
 from servediff.compare.provenance import setup_problems, tie_warning, unknown_temperature
 from servediff.compare.vocabulary import Kind
-from servediff.lean_items import LeanItems
+from servediff.lean_items import LeanItems, id_list
 from servediff.record import Item, Run
 
 
@@ -172,7 +172,8 @@ class _Pairing:
         differ = a.differing(b)
         times, tokens, at, kept = self.times, a.n_tokens, 0, a.extras.keys() | b.extras.keys()
         ids, diverged = a.ids, self.divergences.append
-        for i in sorted({*differ, *kept}):
+        order = sorted({*differ, *kept})
+        for i, placed in zip(order, a.placed.placements(order, placement)):
             times += map(at_risk.__getitem__, tokens[at:i])
             at = i + 1
             if i in kept:
@@ -183,7 +184,7 @@ class _Pairing:
             # survival time then). Their items are made when a report reads them
             # (``Divergence.source``).
             item_id = ids[i]
-            point = recorded_point(item_id, placement(a.placed.get(i)))
+            point = recorded_point(item_id, placed)
             diverged(Divergence(item_id, point, None, (a, b, i)))
             times.append(None if point.index is None else (point.index + 1, True))
         times += map(at_risk.__getitem__, tokens[at:])
@@ -194,7 +195,7 @@ def _in_order(run: Run, ids: Sequence[str]) -> Iterable[Item | None]:
     order of ``ids`` (a shadow record's suite is its items in the order read, and the two sides
     of a segment are written in one order): at a million items a look-up per id in a dict that
     large was a cache miss each, ~0.9 s for the two sides."""
-    if len(run.items) == len(ids) and list(run.items) == ids:
+    if len(run.items) == len(ids) and id_list(run.items) == ids:
         return run.items.values()
     return map(run.items.get, ids)
 
