@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from servediff import halves
+from servediff import halves, record
 from servediff.compare.loader import load
 from servediff.halves import pairs, read_pair
 from servediff.lean_items import LeanItems
-from servediff.record import RecordError, Run
+from servediff.record import RecordError, Run, read_run
 from servediff.report import render
 from servediff.report.assembly import build
 from tests.test_readahead import same
-from tests.test_record_blocks import ITEMS, edit, lean_pair, write
+from tests.test_record_blocks import ITEMS, edit, lean_pair, seen, write
 
 
 @pytest.fixture(scope="module")
@@ -203,3 +203,26 @@ def test_a_child_whose_reader_is_gone_stops_without_its_end(records: tuple[Path,
         )
         assert out.returncode == code
         assert out.stdout.endswith(halves.END) == (code == 0)
+
+
+@pytest.mark.parametrize("size", (700, 1 << 20))
+def test_times_recorded_from_midway_read_as_the_whole_read(
+    records: tuple[Path, Path], tmp_path: Path, size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A time no item has before some line (TTFT here, from the 300th, as when streaming was
+    # turned on mid-session) is no memory up to there: the items and columns read the same.
+    monkeypatch.setattr(record, "_BLOCK_BYTES", size)
+    monkeypatch.setattr(halves, "_BLOCK_BYTES", size)
+    lines = records[1].read_bytes().splitlines(keepends=True)
+    later = {
+        n: lines[n].replace(b'"latency_s": ', b'"ttft_s": 0.0625, "latency_s": ') for n in range(300, ITEMS + 1)
+    }
+    assert all(later[n] != lines[n] for n in later)
+    path = edit(records[1], tmp_path / "ttft.jsonl", later)
+    whole = read_run(path)
+    for run in (lean_pair((records[0], path))[1], in_halves(records[0], path)[1]):
+        assert [seen(i) for i in run.items.values()] == [seen(i) for i in whole.items.values()]
+        assert run.columns is not None
+        ttft = run.columns.array("ttft")
+        assert len(ttft) == ITEMS and ttft[299:].tolist() == [0.0625] * (ITEMS - 299)
+        assert all(t != t for t in ttft[:299].tolist())  # NaN before

@@ -13,7 +13,9 @@ from servediff.compare.divergence import placement
 from servediff.lean_items import Firsts, Placed, firsts_of
 
 NO_ID = -(1 << 63)
-ids = st.one_of(st.none(), st.integers(-5, 200_000), st.sampled_from([NO_ID, NO_ID + 1, (1 << 63) - 1, 1 << 63]))
+ids = st.one_of(
+    st.none(), st.integers(-5, 200_000), st.sampled_from([NO_ID, NO_ID + 1, (1 << 63) - 1, 1 << 63])
+)
 usual = st.tuples(st.integers(0, 4096), ids, ids).map(list)
 other = st.one_of(
     st.lists(ids, max_size=5),

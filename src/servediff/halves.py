@@ -35,7 +35,7 @@ from typing import IO, Any, NamedTuple
 
 import msgspec
 
-from servediff.lean_items import Block, LeanItems, Placed, block_of
+from servediff.lean_items import Block, LeanItems, Placed, block_of, put_times
 from servediff.record import (
     Item,
     RecordError,
@@ -252,7 +252,7 @@ class _Columns:
         self._texts += block.texts  # type: ignore[arg-type]  # a block read here holds each text
         self.n_tokens += block.n_tokens
         for column, values in zip(self.times, block.times):
-            column.frombytes(values)
+            put_times(column, at, values)
         self.placed.add(at, block.placed)
         if block.kept:
             self.kept += [(at + k, v) for k, v in block.kept]

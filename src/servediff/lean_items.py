@@ -24,11 +24,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Val
 from functools import partial
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_not, ne, not_
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 import msgspec
 
 from servediff.columns import Columns, engine_counters
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class _Item(Protocol):
@@ -132,7 +135,7 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
             return kept
         placed = self.placed.get(i)
         times = self.times
-        latency, finished, ttft, itl = times[0][i], times[1][i], times[2][i], times[3][i]
+        latency, finished, ttft, itl = (t[i] if i < len(t) else NAN for t in times)  # beyond: NaN
         text = self.texts[i]
         if text is None:
             assert self.text_at is not None  # a text is left out only where it can be read back
@@ -177,7 +180,7 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
         self.texts += texts
         self.n_tokens += block.n_tokens
         for column, values in zip(self.times, block.times):
-            column.frombytes(values)
+            put_times(column, start, values)
         self.placed.add(start, block.placed)
         setattr_ = msgspec.structs.force_setattr
         kept = []
@@ -212,10 +215,7 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
             self.times = tuple(arrays)
         else:
             for column, values in zip(self.times, times):
-                if isinstance(values, array):
-                    column.extend(values)
-                else:
-                    column.frombytes(values)
+                put_times(column, start, values.tobytes() if isinstance(values, array) else values)
         self.texts += repeat(None, len(n_tokens))
         for k, text in texts:
             self.texts[start + k] = text
@@ -261,14 +261,20 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
 
         n = len(self.ids)
         error = np.zeros(n)
-        engine_n, engine_ms = np.full(n, NAN), np.full(n, NAN)
+        counters = {}
         for i, item in self.extras.items():
             if item.error is not None:
                 error[i] = 1.0
             if item.metadata:
-                engine_n[i], engine_ms[i] = engine_counters(item.metadata)
+                counters[i] = engine_counters(item.metadata)
+        if counters:
+            engine_n, engine_ms = np.full(n, NAN), np.full(n, NAN)
+            for i, (count, ms) in counters.items():
+                engine_n[i], engine_ms[i] = count, ms
+        else:  # no engine's counters (shadow traffic): no memory for a million NaN
+            engine_n = engine_ms = np.broadcast_to(np.float64(NAN), (n,))
         tokens = np.array([t or 0 for t in self.n_tokens], float)  # None counts 0, as ``Columns.add``
-        latency, finished, ttft, itl = (np.frombuffer(t, float) if n else np.empty(0) for t in self.times)
+        latency, finished, ttft, itl = (_column(t, n) for t in self.times)
         return Columns.of(
             error=error,
             latency=latency,
@@ -446,7 +452,7 @@ def block_of(got: list[Item], make: Callable[..., Item], plain: bool) -> Block:
         values = fields[at_[name]]
         nones = values.count(None)  # a column is most often all numbers, or all None (TTFT)
         if nones == n:
-            times.append(_NAN_BYTES * n)
+            times.append(b"")  # all NaN: nothing (``put_times``)
         else:
             times.append(array("d", [NAN if x is None else x for x in values] if nones else values).tobytes())
     places: list[int] = []
@@ -479,6 +485,28 @@ def block_of(got: list[Item], make: Callable[..., Item], plain: bool) -> Block:
 
 _FIELDS: dict[Any, dict[str, int]] = {}
 _NAN_BYTES = array("d", [NAN]).tobytes()
+
+
+def put_times(column: array[float], start: int, values: bytes) -> None:
+    """A block's times (float64 bytes) into ``column``, the block's items from position
+    ``start`` on. A column holds its values up to its length and NaN beyond: a time no item
+    recorded (TTFT and ITL of shadow traffic, most often) is no memory at all, where at a
+    million items a side each such column was 8 MB of NaN to fill."""
+    if values:
+        if len(column) < start:
+            column.frombytes(_NAN_BYTES * (start - len(column)))
+        column.frombytes(values)
+
+
+def _column(times: array[float], n: int) -> np.ndarray:
+    """A time column as ``n`` floats: a view of it, NaN-padded, or one NaN seen ``n`` times (a
+    read-only view of no memory) where it holds none."""
+    import numpy as np
+
+    if not times:
+        return np.broadcast_to(np.float64(NAN), (n,))
+    got = np.frombuffer(times, float)
+    return got if len(got) == n else np.concatenate([got, np.full(n - len(got), NAN)])
 
 
 def _fields(make: Callable[..., Any]) -> dict[str, int]:
