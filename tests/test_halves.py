@@ -215,7 +215,8 @@ def test_times_recorded_from_midway_read_as_the_whole_read(
     monkeypatch.setattr(halves, "_BLOCK_BYTES", size)
     lines = records[1].read_bytes().splitlines(keepends=True)
     later = {
-        n: lines[n].replace(b'"latency_s": ', b'"ttft_s": 0.0625, "latency_s": ') for n in range(300, ITEMS + 1)
+        n: lines[n].replace(b'"latency_s": ', b'"ttft_s": 0.0625, "latency_s": ')
+        for n in range(300, ITEMS + 1)
     }
     assert all(later[n] != lines[n] for n in later)
     path = edit(records[1], tmp_path / "ttft.jsonl", later)
