@@ -273,7 +273,9 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
                 engine_n[i], engine_ms[i] = count, ms
         else:  # no engine's counters (shadow traffic): no memory for a million NaN
             engine_n = engine_ms = np.broadcast_to(np.float64(NAN), (n,))
-        tokens = np.array([t or 0 for t in self.n_tokens], float)  # None counts 0, as ``Columns.add``
+        # None counts 0, as ``Columns.add``; most often there is none, and no list is made
+        counts = self.n_tokens
+        tokens = np.array(counts if None not in counts else [t or 0 for t in counts], float)
         latency, finished, ttft, itl = (_column(t, n) for t in self.times)
         return Columns.of(
             error=error,
