@@ -163,7 +163,7 @@ def _assemble(
     a.pair(b, own.differ + [n + k for k in theirs.differ])
     a.twinned = b.twinned = len(ids)
     for run, store, mine, size in zip(runs, stores, (own.a, own.b), sizes):
-        store.text_at = _TextAt(run.path, mine.offsets, ids)
+        store.text_at = _TextAt(run.path, mine.offsets, ids, size)
         run.items, run.columns, run.end = store, store.columns(), size
         with_items_as_suite(run)
     return runs
@@ -369,16 +369,22 @@ def _split(fa: IO[bytes], ha: int, sa: int, fb: IO[bytes], hb: int, sb: int) -> 
 
 
 class _TextAt:
-    """A text left out of the columns, read back from its record's line."""
+    """A text left out of the columns, read back from its record's line: the lines of a read in
+    halves follow one another, so line ``i`` ends where line ``i + 1`` starts (the last, at
+    ``end``). The record stays open once read from (``--json`` reads 600,000 texts back at a
+    million items)."""
 
-    def __init__(self, path: Path, offsets: array[int], ids: list[str]) -> None:
-        self.path, self.offsets, self.ids = path, offsets, ids
+    def __init__(self, path: Path, offsets: array[int], ids: list[str], end: int) -> None:
+        self.path, self.offsets, self.ids, self.end = path, offsets, ids, end
+        self._fd = -1
 
     def __call__(self, i: int) -> str:
+        start = self.offsets[i]
+        stop = self.offsets[i + 1] if i + 1 < len(self.offsets) else self.end
         try:
-            with self.path.open("rb") as f:
-                f.seek(self.offsets[i])
-                line = f.readline()
+            if self._fd < 0:
+                self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            line = os.pread(self._fd, stop - start, start)
         except OSError as exc:
             raise RecordError(f"{self.path}: {exc.strerror or exc}") from exc
         try:
@@ -390,6 +396,10 @@ class _TextAt:
                 f"{self.path}: changed while compare read it (item {self.ids[i]} is not where it was)"
             )
         return item.text
+
+    def __del__(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
 
 
 class _Child:
