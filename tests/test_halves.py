@@ -88,19 +88,29 @@ def test_compare_reads_a_pair_in_halves_and_reports_the_same(
     records: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     read: list[tuple[Path, Path]] = []
+    finish = halves.Begun.finish
 
-    def counted(a: Path, b: Path) -> tuple[Run, Run] | None:
-        read.append((a, b))
-        return in_halves(a, b)
+    def counted(self: halves.Begun) -> tuple[Run, Run] | None:
+        got = finish(self)
+        assert got is not None, "the pair was not read in halves"
+        read.append((got[0].path, got[1].path))
+        return got
 
-    monkeypatch.setattr("servediff.compare.loader.read_pair", counted)
+    monkeypatch.setattr(halves.Begun, "finish", counted)
     study, options = load(list(records))
     md = render.markdown(build(study, options))
     assert read == [records] and children() == []
+    # As the command does it: the children started first, the read finished by the loader.
+    begun = halves.begin_pairs(list(records))
+    assert len(begun) == 1 and len(children()) == 1
+    study, options = load(list(records), begun=begun)
+    assert render.markdown(build(study, options)) == md
+    assert read == [records, records] and children() == []
     monkeypatch.setattr(halves, "PAIR_BYTES", 1 << 60)
     assert pairs(list(records)) == []
     study, options = load(list(records))
     assert render.markdown(build(study, options)) == md
+    assert len(read) == 2
 
 
 def test_only_a_segment_given_as_two_records_is_read_in_halves(
@@ -108,9 +118,10 @@ def test_only_a_segment_given_as_two_records_is_read_in_halves(
 ) -> None:
     third = tmp_path / "again.jsonl"
     third.write_bytes(records[1].read_bytes())
-    assert pairs([records[0], records[1]]) == [(0, 1)]
-    assert pairs([records[1], tmp_path / "missing.jsonl", records[0]]) == []
+    assert pairs([records[0], records[1]]) == [records]
+    assert pairs([records[1], tmp_path / "missing.jsonl", records[0]]) == [(records[1], records[0])]
     assert pairs([records[0], records[1], third]) == []  # which two would pair is the study's
+    assert pairs([records[0], records[0]]) == []
 
 
 def test_what_the_fast_path_does_not_take_is_read_the_ordinary_way(
@@ -227,3 +238,34 @@ def test_times_recorded_from_midway_read_as_the_whole_read(
         ttft = run.columns.array("ttft")
         assert len(ttft) == ITEMS and ttft[299:].tolist() == [0.0625] * (ITEMS - 299)
         assert all(t != t for t in ttft[:299].tolist())  # NaN before
+
+
+def test_the_compare_command_begins_the_halves_first_and_leaves_no_child(
+    records: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from servediff.cli import main
+
+    finished: list[bool] = []
+    finish = halves.Begun.finish
+
+    def counted(self: halves.Begun) -> tuple[Run, Run] | None:
+        got = finish(self)
+        finished.append(got is not None)
+        return got
+
+    monkeypatch.setattr(halves.Begun, "finish", counted)
+    assert main(["compare", *map(str, records), "--md", str(tmp_path / "halves.md")]) == 0
+    assert finished == [True] and children() == []
+    capsys.readouterr()
+    # A third file the ordinary read refuses, after the children started: an error, no child left.
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not a record\n")
+    assert main(["compare", *map(str, records), str(bad)]) == 2
+    assert f"{bad}:1: first line is not JSON" in capsys.readouterr().err
+    assert children() == []
+    monkeypatch.setattr(halves, "PAIR_BYTES", 1 << 60)
+    assert main(["compare", *map(str, records), "--md", str(tmp_path / "ordinary.md")]) == 0
+    assert (tmp_path / "halves.md").read_text() == (tmp_path / "ordinary.md").read_text()

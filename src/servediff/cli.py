@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from servediff.engines.factory import EngineSpec
     from servediff.experiment import Experiment, Outcome
     from servediff.gate import GateRequest
+    from servediff.halves import Begun
 
 
 class UsageError(Exception):
@@ -138,6 +139,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from servediff.halves import begin_pairs
+
+    # A large shadow segment's children start reading before this process imports the analysis
+    # (~0.4 s): load finishes their reads.
+    begun = begin_pairs(args.runs)
+    try:
+        return _compare(args, begun)
+    finally:
+        for pair in begun.values():
+            pair.close()
+
+
+def _compare(args: argparse.Namespace, begun: dict[tuple[Path, Path], Begun]) -> int:
     from servediff.compare.loader import load
     from servediff.compare.study import require_comparison
     from servediff.gcpause import gc_paused
@@ -155,6 +169,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         near_tie=args.near_tie,
         margin=margin,
         checkpoints=args.checkpoints,
+        begun=begun,
     )
     require_comparison(study)
     # The records stay alive to the end: moving them out of the cyclic GC's view keeps its

@@ -55,7 +55,7 @@ from servediff.record import (
 PAIR_BYTES = 64 << 20
 # The part of the items read here: this process also starts the child, and takes the child's
 # half in and builds the report after, so it reads a little less.
-SHARE = 0.56
+SHARE = 0.5
 _BLOCK_BYTES = 1 << 20  # as a lean read's blocks
 _WINDOW = 64 << 20  # how far from where it is expected the second half's first id is looked for
 _LENGTH = 8  # the child's message: its length (8 bytes, little-endian), its MessagePack, END
@@ -84,59 +84,113 @@ class Half(msgspec.Struct, array_like=True, gc=False):
     differ: list[int]
 
 
-def pairs(paths: Sequence[Path]) -> list[tuple[int, int]]:
-    """The positions in ``paths`` of each shadow segment's two records that are worth reading in
-    halves: the only two records of their segment, both at least ``PAIR_BYTES``."""
+def pairs(paths: Sequence[Path]) -> list[tuple[Path, Path]]:
+    """Each shadow segment's two records among ``paths`` that are worth reading in halves: the
+    only two records of their segment, both at least ``PAIR_BYTES``."""
     if _cores() < 2 or not hasattr(os, "memfd_create"):
         return []
-    try:
-        if all(p.stat().st_size < PAIR_BYTES for p in paths):
-            return []
-    except OSError:
-        return []  # the ordinary read says which
-    by_segment: dict[str, list[int]] = {}
-    for k, p in enumerate(paths):
+    sizes = {}
+    for p in paths:
+        try:
+            sizes[p] = p.stat().st_size
+        except OSError:
+            sizes[p] = 0  # the ordinary read says what is wrong
+    if all(size < PAIR_BYTES for size in sizes.values()):
+        return []
+    by_segment: dict[str, list[Path]] = {}
+    for p in paths:
         try:
             header = read_header(p)
         except RecordError:
-            return []
+            continue  # not a run record (a probe record), or one the ordinary read refuses
         if "shadow" in header.extra:
-            by_segment.setdefault(header.suite.name, []).append(k)
-    out = []
-    for where in by_segment.values():
-        if len(where) == 2 and all(paths[k].stat().st_size >= PAIR_BYTES for k in where):
-            out.append((where[0], where[1]))
+            by_segment.setdefault(header.suite.name, []).append(p)
+    return [
+        (where[0], where[1])
+        for where in by_segment.values()
+        if len(where) == 2 and where[0] != where[1] and all(sizes[p] >= PAIR_BYTES for p in where)
+    ]
+
+
+class Begun:
+    """A pair's read in halves under way: the child reading the second half started (``begin``),
+    this process's half not yet read (``finish``)."""
+
+    def __init__(
+        self, runs: tuple[Run, Run], files: tuple[IO[bytes], IO[bytes]], sizes: tuple[int, int]
+    ) -> None:
+        self.runs, self.files, self.sizes = runs, files, sizes
+        self.split: tuple[int, int] | None = None
+        self.child: _Child | None = None
+
+    def finish(self) -> tuple[Run, Run] | None:
+        """The two runs, or None where the fast path does not take them (the caller reads them
+        the ordinary way). Closes what ``begin`` opened, either way."""
+        try:
+            assert self.child is not None and self.split is not None
+            (fa, fb), (ra, rb), split = self.files, self.runs, self.split
+            try:
+                own = read_half(fa, (ra.end, split[0]), fb, (rb.end, split[1]), first=True)
+            except Irregular:
+                return None
+            theirs = self.child.half()
+        finally:
+            self.close()
+        if theirs is None:
+            return None
+        return _assemble(self.runs, own, theirs, self.sizes)
+
+    def close(self) -> None:
+        """End the child if it is still running; close the records."""
+        if self.child is not None:
+            self.child.close()
+        for f in self.files:
+            f.close()
+
+
+def begin(path_a: Path, path_b: Path) -> Begun | None:
+    """A shadow segment's two records' read in halves, the child started; None where the fast
+    path does not take them."""
+    try:
+        files = path_a.open("rb"), path_b.open("rb")
+    except OSError:
+        return None
+    fa, fb = files
+    sizes = os.fstat(fa.fileno()).st_size, os.fstat(fb.fileno()).st_size
+    try:
+        begun = Begun((open_run(path_a, fa), open_run(path_b, fb)), files, sizes)
+    except RecordError:
+        fa.close()
+        fb.close()
+        return None
+    (ra, rb) = begun.runs
+    begun.split = (
+        None if ra.unterminated or rb.unterminated else _split(fa, ra.end, sizes[0], fb, rb.end, sizes[1])
+    )
+    if begun.split is not None:
+        begun.child = _Child.start(path_a, path_b, begun.split, sizes)
+    if begun.child is None:
+        begun.close()
+        return None
+    return begun
+
+
+def begin_pairs(paths: Sequence[Path]) -> dict[tuple[Path, Path], Begun]:
+    """``begin`` for each of ``pairs(paths)`` that it takes: started before anything else a
+    compare does (its imports), the children read while this process gets ready."""
+    out = {}
+    for a, b in pairs(paths):
+        begun = begin(a, b)
+        if begun is not None:
+            out[(a, b)] = begun
     return out
 
 
 def read_pair(path_a: Path, path_b: Path) -> tuple[Run, Run] | None:
     """The two records of a shadow segment, read in halves; None where the fast path does not
     take them (the caller reads them the ordinary way)."""
-    with path_a.open("rb") as fa, path_b.open("rb") as fb:
-        try:
-            runs = open_run(path_a, fa), open_run(path_b, fb)
-        except RecordError:
-            return None
-        if any(r.unterminated for r in runs):
-            return None
-        sizes = os.fstat(fa.fileno()).st_size, os.fstat(fb.fileno()).st_size
-        split = _split(fa, runs[0].end, sizes[0], fb, runs[1].end, sizes[1])
-        if split is None:
-            return None
-        child = _Child.start(path_a, path_b, split, sizes)
-        if child is None:
-            return None
-        try:
-            try:
-                own = read_half(fa, (runs[0].end, split[0]), fb, (runs[1].end, split[1]), first=True)
-            except Irregular:
-                return None
-            theirs = child.half()
-        finally:
-            child.close()
-    if theirs is None:
-        return None
-    return _assemble(runs, own, theirs, sizes)
+    begun = begin(path_a, path_b)
+    return None if begun is None else begun.finish()
 
 
 def _assemble(

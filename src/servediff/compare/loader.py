@@ -9,14 +9,14 @@ records, grouped and paired) with the ReportOptions that say how to read them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from servediff.compare.mechanism import DEFAULT_THRESHOLD, ProbeSet
 from servediff.compare.study import Study, build_study, without_pairs_of
 from servediff.gcpause import gc_paused
-from servediff.halves import pairs, read_pair
+from servediff.halves import Begun, begin_pairs
 from servediff.probe_record import is_probe_record, read_probes
 from servediff.readahead import ReadAhead
 from servediff.record import Run, read_run
@@ -51,24 +51,33 @@ def load(
     warmup: int = DEFAULT_WARMUP,
     checkpoints: bool = False,
     lean: bool = True,
+    begun: Mapping[tuple[Path, Path], Begun] | None = None,
 ) -> tuple[Study, ReportOptions]:
     """Runs and probe records from one list of files.
 
     An experiment's load-sweep runs keep their controls (repeat vs repeat) but are not paired
     with other configurations: the sweep section compares them among themselves. ``lean``:
     shadow records are read with only what an analysis reads (``record.read_run``); an export,
-    which writes every item's fields out, reads them whole."""
+    which writes every item's fields out, reads them whole. ``begun``: shadow pairs whose read
+    in halves the caller began (``halves.begin_pairs``), finished here."""
     probe_paths = [p for p in paths if is_probe_record(p)]
     run_paths = [p for p in paths if p not in probe_paths]
     runs: list[Run] = []
     # A large shadow segment's two records are read at once, in halves, by this process and a
-    # child (servediff.halves); where that does not take them, they are read as any record.
+    # child (servediff.halves: begun by the caller, or here); where that does not take them,
+    # they are read as any record.
+    if begun is None:
+        begun = begin_pairs(run_paths) if lean else {}
     read: dict[int, Run] = {}
-    for i, j in pairs(run_paths) if lean else ():
-        with gc_paused():
-            got = read_pair(run_paths[i], run_paths[j])
-        if got is not None:
-            read[i], read[j] = got
+    try:
+        for (a, b), pair in begun.items():
+            with gc_paused():
+                got = pair.finish()
+            if got is not None:
+                read[run_paths.index(a)], read[run_paths.index(b)] = got
+    finally:
+        for pair in begun.values():
+            pair.close()
     # While a record is read here, the next one is parsed by a child process (a large shadow
     # record read lean: servediff.readahead), one at a time: a machine may have only two cores.
     ahead: ReadAhead | None = None
