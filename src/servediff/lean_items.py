@@ -410,9 +410,11 @@ class Placed:
         hit = np.flatnonzero(at[rows] == want)
         rows = rows[hit]
         index = np.frombuffer(self._index, np.int64)[rows].tolist()
+        # Each token id once (a vocabulary's worth of ints, not two new ones a divergence).
+        ids: dict[int, int | None] = {_NO_ID: None}
         own, other = (
-            [None if x == _NO_ID else x for x in np.frombuffer(c, np.int64)[rows].tolist()]
-            for c in (self._own, self._other)
+            list(map(ids.setdefault, values, values))
+            for values in (np.frombuffer(c, np.int64)[rows].tolist() for c in (self._own, self._other))
         )
         for j, point in zip(hit.tolist(), zip(index, own, other)):
             out[j] = point

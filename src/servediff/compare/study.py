@@ -172,6 +172,7 @@ class _Pairing:
         differ = a.differing(b)
         times, tokens, at, kept = self.times, a.n_tokens, 0, a.extras.keys() | b.extras.keys()
         ids, diverged = a.ids, self.divergences.append
+        events: dict[int, tuple[int, bool]] = {}
         order = sorted({*differ, *kept})
         for i, placed in zip(order, a.placed.placements(order, placement)):
             times += map(at_risk.__getitem__, tokens[at:i])
@@ -186,7 +187,11 @@ class _Pairing:
             item_id = ids[i]
             point = recorded_point(item_id, placed)
             diverged(Divergence(item_id, point, None, (a, b, i)))
-            times.append(None if point.index is None else (point.index + 1, True))
+            if point.index is None:
+                times.append(None)
+            else:  # one (tokens at risk, diverged) for each place, not one a divergence
+                n = point.index + 1
+                times.append(events.get(n) or events.setdefault(n, (n, True)))
         times += map(at_risk.__getitem__, tokens[at:])
 
 
