@@ -185,7 +185,7 @@ def _explain(
     p = d.token
     if p.index is None:
         return unplaced(p)
-    if d.items is not None or (d.item_id, "a") in entries or (d.item_id, "b") in entries:
+    if d.items is not None or (entries and ((d.item_id, "a") in entries or (d.item_id, "b") in entries)):
         return explain(p, d.items or _NO_LOGPROBS, entries, threshold, sampled)
     bare = _BARE_EXPLANATIONS.get(sampled)
     if bare is None:

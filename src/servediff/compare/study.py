@@ -21,10 +21,12 @@ from itertools import combinations
 from pathlib import Path, PurePath
 
 from servediff.compare.divergence import (
+    NO_TOKENS,
+    RETOKENIZED_IDS,
     Divergence,
+    Point,
     find_divergence,
     placement,
-    recorded_point,
     survival_time,
 )
 from servediff.compare.provenance import setup_problems, tie_warning, unknown_temperature
@@ -185,14 +187,20 @@ class _Pairing:
             # survival time then). Their items are made when a report reads them
             # (``Divergence.source``).
             item_id = ids[i]
-            point = recorded_point(item_id, placed)
-            diverged(Divergence(item_id, point, None, (a, b, i)))
-            if point.index is None:
+            if placed is None:  # ``recorded_point`` of items without token texts, inline
+                diverged(Divergence(item_id, Point(item_id, *_NOWHERE), None, (a, b, i)))
                 times.append(None)
-            else:  # one (tokens at risk, diverged) for each place, not one a divergence
-                n = point.index + 1
-                times.append(events.get(n) or events.setdefault(n, (n, True)))
+                continue
+            index, a_id, b_id = placed
+            point = Point(item_id, index, None, None, a_id, b_id, RETOKENIZED_IDS)
+            diverged(Divergence(item_id, point, None, (a, b, i)))
+            n = index + 1  # one (tokens at risk, diverged) for each place, not one a divergence
+            times.append(events.get(n) or events.setdefault(n, (n, True)))
         times += map(at_risk.__getitem__, tokens[at:])
+
+
+# ``recorded_point`` of no recorded place: every field but the id.
+_NOWHERE = (None, None, None, None, None, NO_TOKENS)
 
 
 def _in_order(run: Run, ids: Sequence[str]) -> Iterable[Item | None]:
