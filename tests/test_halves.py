@@ -23,6 +23,7 @@ from servediff.lean_items import LeanItems
 from servediff.record import RecordError, Run, read_run
 from servediff.report import render
 from servediff.report.assembly import build
+from tests.helpers.children import children as running
 from tests.test_readahead import same
 from tests.test_record_blocks import ITEMS, edit, lean_pair, seen, write
 
@@ -38,19 +39,8 @@ def every_pair_in_halves(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def children() -> list[int]:
-    """This process's children reading a half, still running."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat[1]) == os.getpid() and b"servediff.halves" in cmdline and stat[0] != "Z":
-            found.append(int(entry.name))
-    return found
+    """This process's children reading a record, still running."""
+    return running(b"servediff.halves")
 
 
 def in_halves(a: Path, b: Path) -> tuple[Run, Run]:

@@ -22,6 +22,7 @@ from servediff.readahead import ReadAhead, Taken
 from servediff.record import RecordError, Run, read_run
 from servediff.report import render
 from servediff.report.assembly import build
+from tests.helpers.children import children as running
 from tests.test_record_blocks import ITEMS, edit, seen, write
 
 
@@ -36,24 +37,8 @@ def every_record_read_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def children() -> list[int]:
-    """This process's read-ahead children still running."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if (
-            ppid == os.getpid()
-            and b"servediff.readahead" in cmdline
-            and stat.rsplit(")", 1)[1].split()[0] != "Z"
-        ):
-            found.append(int(entry.name))
-    return found
+    """This process's children reading a record, still running."""
+    return running(b"servediff.readahead")
 
 
 def ahead_of(path: Path, blocks: bool = False) -> ReadAhead:

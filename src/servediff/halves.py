@@ -24,7 +24,6 @@ from __future__ import annotations
 import gc
 import mmap
 import os
-import subprocess
 import sys
 from array import array
 from collections.abc import Iterator, Sequence
@@ -36,6 +35,7 @@ from typing import IO, Any, NamedTuple
 import msgspec
 
 from servediff.lean_items import Block, LeanItems, Placed, block_of, put_times
+from servediff.readahead import Child, cores
 from servediff.record import (
     Item,
     RecordError,
@@ -88,7 +88,7 @@ class Half(msgspec.Struct, array_like=True, gc=False):
 def pairs(paths: Sequence[Path]) -> list[tuple[Path, Path]]:
     """Each shadow segment's two records among ``paths`` that are worth reading in halves: the
     only two records of their segment, both at least ``PAIR_BYTES``."""
-    if _cores() < 2 or not hasattr(os, "memfd_create"):
+    if cores() < 2 or not hasattr(os, "memfd_create"):
         return []
     sizes = {}
     for p in paths:
@@ -457,32 +457,16 @@ class _TextAt:
             os.close(self._fd)
 
 
-class _Child:
+class _Child(Child):
     """The process reading the second half."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], out: int) -> None:
-        self._proc, self._out = proc, out
 
     @classmethod
     def start(
         cls, path_a: Path, path_b: Path, split: tuple[int, int], sizes: tuple[int, int]
     ) -> _Child | None:
-        try:
-            out = os.memfd_create("servediff-halves")
-        except OSError:
-            return None
         argv = [sys.executable, "-m", "servediff.halves", str(path_a), str(path_b)]
         argv += [str(split[0]), str(sizes[0]), str(split[1]), str(sizes[1]), str(os.getpid())]
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.DEVNULL)
-        except OSError:
-            os.close(out)
-            return None
-        return cls(proc, out)
-
-    @property
-    def pid(self) -> int:
-        return self._proc.pid
+        return cls.spawn("servediff-halves", argv)
 
     def half(self) -> Half | None:
         """The child's half, once it has exited cleanly having written all of it; else None."""
@@ -498,25 +482,8 @@ class _Child:
             side.block.kept = [(k, msgspec.convert(item, lean_item())) for k, item in side.block.kept]
         return half
 
-    def close(self) -> None:
-        """End the child if it is still running, and let its output go."""
-        if self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
-        if self._out >= 0:
-            os.close(self._out)
-            self._out = -1
-
 
 _DECODER = msgspec.msgpack.Decoder(Half)
-
-
-def _cores() -> int:
-    """The CPUs this process may run on: with one, a child would only take turns with it."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def main(argv: list[str]) -> int:

@@ -27,7 +27,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, TypeVar
 
 import msgspec
 
@@ -66,37 +66,26 @@ class Reader(Protocol):
     def adopt(self, size: int, block: Block) -> None: ...
 
 
-class ReadAhead:
-    """A child process parsing one record (``start``); ``frames`` once it has finished."""
+_C = TypeVar("_C", bound="Child")
+
+
+class Child:
+    """A child process writing to an anonymous in-memory file (its standard output), read once
+    it has exited: a read-ahead (``ReadAhead``), or a read in halves (``servediff.halves``)."""
 
     def __init__(self, proc: subprocess.Popen[bytes], out: int) -> None:
         self._proc, self._out = proc, out
 
     @classmethod
-    def start(cls, path: Path) -> ReadAhead | None:
-        """A child parsing ``path``, or None where that is not worth it (a small file, not a
-        shadow record: only those are read lean) or not possible (no anonymous in-memory file
-        on this system, no process to start)."""
+    def spawn(cls: type[_C], name: str, argv: list[str]) -> _C | None:
+        """``argv`` started, its output to a new in-memory file named ``name``; None where there
+        is no such file on this system, or no process to start."""
         try:
-            size = path.stat().st_size
-            if size < READ_AHEAD_BYTES or not hasattr(os, "memfd_create") or _cores() < 2:
-                return None
-            if not is_shadow_record(path):
-                return None
-            # The frames are about a third of the record (the input, the hashes and the skipped
-            # fields are not in them), held in memory until read: not where memory is short.
-            if size > _free_memory() // 2:
-                return None
-            out = os.memfd_create("servediff-readahead")
-        except OSError:
+            out = os.memfd_create(name)
+        except (AttributeError, OSError):
             return None
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "servediff.readahead", str(path), str(os.getpid())],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.DEVNULL,
-            )
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.DEVNULL)
         except OSError:
             os.close(out)
             return None
@@ -105,6 +94,45 @@ class ReadAhead:
     @property
     def pid(self) -> int:
         return self._proc.pid
+
+    def close(self) -> None:
+        """End the child if it is still running, and let its output go."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        if self._out >= 0:
+            os.close(self._out)
+            self._out = -1
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ReadAhead(Child):
+    """A child process parsing one record (``start``); ``frames`` once it has finished."""
+
+    @classmethod
+    def start(cls, path: Path) -> ReadAhead | None:
+        """A child parsing ``path``, or None where that is not worth it (a small file, not a
+        shadow record: only those are read lean) or not possible (no anonymous in-memory file
+        on this system, no process to start)."""
+        try:
+            size = path.stat().st_size
+            if size < READ_AHEAD_BYTES or not hasattr(os, "memfd_create") or cores() < 2:
+                return None
+            if not is_shadow_record(path):
+                return None
+            # The frames are about a third of the record (the input, the hashes and the skipped
+            # fields are not in them), held in memory until read: not where memory is short.
+            if size > _free_memory() // 2:
+                return None
+        except OSError:
+            return None
+        argv = [sys.executable, "-m", "servediff.readahead", str(path), str(os.getpid())]
+        return cls.spawn("servediff-readahead", argv)
 
     def frames(self) -> Iterator[Frame] | None:
         """The child's frames, once it has exited cleanly and written its end mark (the record
@@ -137,23 +165,8 @@ class ReadAhead:
                 break  # a cut last line: the read ends there
         return True
 
-    def close(self) -> None:
-        """End the child if it is still running, and let its output go."""
-        if self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
-        if self._out >= 0:
-            os.close(self._out)
-            self._out = -1
 
-    def __enter__(self) -> ReadAhead:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _cores() -> int:
+def cores() -> int:
     """The CPUs this process may run on: with one, a child would only take turns with it."""
     try:
         return len(os.sched_getaffinity(0))
