@@ -259,3 +259,26 @@ def test_the_compare_command_begins_the_halves_first_and_leaves_no_child(
     monkeypatch.setattr(halves, "PAIR_BYTES", 1 << 60)
     assert main(["compare", *map(str, records), "--md", str(tmp_path / "ordinary.md")]) == 0
     assert (tmp_path / "halves.md").read_text() == (tmp_path / "ordinary.md").read_text()
+
+
+def test_explanations_made_when_read_are_those_made_at_once(records: tuple[Path, Path]) -> None:
+    from collections import Counter
+
+    from servediff.compare.mechanism import Explanations, explain, measure_pair, unplaced
+    from servediff.compare.study import compare_runs
+
+    for a, b in (in_halves(*records), lean_pair(records)):
+        pair = compare_runs(a, b, "pair")
+        m = measure_pair(pair)
+        assert isinstance(m.explanations, Explanations)
+        at_once = [
+            unplaced(d.token) if d.token.index is None else explain(d.token, d.made(), {})
+            for d in pair.divergences
+        ]
+        assert len(at_once) > ITEMS // 10 and any(d.token.index is None for d in pair.divergences)
+        assert m.explanations.measured(), "no divergence of items kept whole: half the case untested"
+        assert list(m.explanations) == at_once
+        assert [m.explanations[k] for k in range(-3, 3)] == at_once[-3:] + at_once[:3]
+        assert m.explanations[2:7] == at_once[2:7]
+        assert m.explanations.classes() == Counter(e.cls for e in at_once)
+        assert all(e.a is None and e.b is None for e in at_once if e not in m.explanations.measured())

@@ -159,6 +159,11 @@ def _compare(args: argparse.Namespace, begun: dict[tuple[Path, Path], Begun]) ->
     from servediff.report import render
     from servediff.report.assembly import build
 
+    if begun:
+        # The hazard's interval needs scipy.special (~0.2 s to import): imported while the
+        # children read, not after, when this process alone builds the report.
+        import scipy.special  # noqa: F401
+
     numpy_without_huge_pages()
 
     margin = 0.01 if args.margin is None else args.margin  # the report's margin when none is asked

@@ -12,7 +12,6 @@ threshold: ``options.near_tie``). The report's sections only lay these out.
 from __future__ import annotations
 
 import statistics
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import overload
@@ -30,7 +29,9 @@ from servediff.compare.mechanism import (
     Explanation,
     PairMechanism,
     Precision,
+    classes,
     measure_pair,
+    measured,
 )
 from servediff.compare.sampled import is_sampled
 from servediff.compare.study import PairResult
@@ -136,9 +137,9 @@ def comparison(p: PairResult, options: ReportOptions) -> Comparison:
     # Coarse logits (bf16): each gap is also given in steps of the logprob grid.
     step = m.precision.smallest_step if m.precision.coarse else None
     explained = m.explanations  # one per divergence, in order
-    legend = probe_legend(explained)
-    counts = Counter(e.cls for e in explained)
-    gaps = sorted(e.a.gap for e in explained if e.a is not None and e.a.gap is not None)
+    legend = probe_legend(measured(explained))
+    counts = classes(explained)
+    gaps = sorted(e.a.gap for e in measured(explained) if e.a is not None and e.a.gap is not None)
     views = DivergenceViews(p.divergences, explained, legend, step, len(gaps))
     return Comparison(
         suite=p.suite,
@@ -339,8 +340,8 @@ def divergence_view(
 def probe_checks(m: PairMechanism) -> tuple[ProbeCheck, ...]:
     out = []
     sides = (
-        (m.a, [(e.a_probe, e.a) for e in m.explanations if e.a_probe is not None]),
-        (m.b, [(e.b_probe, e.b) for e in m.explanations if e.b_probe is not None]),
+        (m.a, [(e.a_probe, e.a) for e in measured(m.explanations) if e.a_probe is not None]),
+        (m.b, [(e.b_probe, e.b) for e in measured(m.explanations) if e.b_probe is not None]),
     )
     for label, probed in sides:
         both = [(p, r) for p, r in probed if r is not None]

@@ -125,8 +125,8 @@ def _level(c: Configuration, base: Run, warmup: int, threshold: float) -> LoadLe
         pm = mech.measure_pair(pair, threshold=threshold)
         n_events, n_tokens = hz.survival(pm.times)
         events, exposure = events + n_events, exposure + n_tokens
-        classes.update(e.cls for e in pm.explanations)
-        gaps += [g for e in pm.explanations if (g := e.gap_a) is not None]
+        classes.update(mech.classes(pm.explanations))
+        gaps += [g for e in mech.measured(pm.explanations) if (g := e.gap_a) is not None]
     items = sp.pooled([sp.run_items(r, warmup) for r in c.runs])
     rates = sp.rates(items)
     return LoadLevel(

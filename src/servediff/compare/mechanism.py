@@ -23,9 +23,10 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, overload
 
 import msgspec
 import numpy as np
@@ -177,20 +178,90 @@ _NO_LOGPROBS = (_BARE, _BARE)
 
 def _explain(
     d: Divergence, entries: Mapping[tuple[str, str], ProbeEntry], threshold: float, sampled: bool
-) -> Explanation:
-    """``explain`` of one divergence. One whose items are not made yet holds two plain items of
-    a lean read (``Divergence.source``): neither has logprobs, which is all ``explain`` reads of
-    items, so without a probe of it the explanation is the same for every such divergence but
-    for its point (300,000 of them at a million shadow items, each ``explain`` ~2 µs)."""
+) -> Explanation | None:
+    """``explain`` of one divergence, or None where ``Explanations`` makes it when read: one
+    without a token position (``unplaced``), or one whose items are not made yet, two plain
+    items of a lean read (``Divergence.source``) that no probe measured. Those hold no logprobs,
+    which is all ``explain`` reads of items, so their explanation is the same for every such
+    divergence but for its point (300,000 of them at a million shadow items)."""
     p = d.token
     if p.index is None:
-        return unplaced(p)
+        return None
     if d.items is not None or (entries and ((d.item_id, "a") in entries or (d.item_id, "b") in entries)):
         return explain(p, d.items or _NO_LOGPROBS, entries, threshold, sampled)
-    bare = _BARE_EXPLANATIONS.get(sampled)
-    if bare is None:
-        bare = _BARE_EXPLANATIONS[sampled] = explain(p, _NO_LOGPROBS, {}, threshold, sampled)
-    return Explanation(p, None, None, bare.cls, None, None, bare.note)
+    return None
+
+
+class Explanations(Sequence[Explanation]):
+    """One explanation per divergence, in the divergences' order: made at once where measured
+    (``_explain``), else when read. At a million shadow items, 300,000 divergences each with
+    its explanation made and kept were ~26 MB and ~0.3 s, and every pass over them (the class
+    counts, the gaps, the probe legend and checks) a pass over 300,000; only the measured ones
+    hold a distribution, a gap or a probe (``measured``)."""
+
+    __slots__ = ("_bare", "_divergences", "_made")
+
+    def __init__(
+        self, divergences: Sequence[Divergence], made: dict[int, Explanation], sampled: bool
+    ) -> None:
+        self._divergences, self._made = divergences, made
+        bare = _BARE_EXPLANATIONS.get(sampled)
+        if bare is None:
+            point = Point("", 0, None, None, None, None, "none")
+            bare = _BARE_EXPLANATIONS[sampled] = explain(point, _NO_LOGPROBS, {}, DEFAULT_THRESHOLD, sampled)
+        self._bare = bare
+
+    def __len__(self) -> int:
+        return len(self._divergences)
+
+    @overload
+    def __getitem__(self, i: int) -> Explanation: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Explanation]: ...
+    def __getitem__(self, i: int | slice) -> Explanation | list[Explanation]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        made = self._made.get(i)
+        if made is not None:
+            return made
+        p = self._divergences[i].token
+        if p.index is None:
+            return unplaced(p)
+        bare = self._bare
+        return Explanation(p, None, None, bare.cls, None, None, bare.note)
+
+    def __iter__(self) -> Iterator[Explanation]:
+        return map(self.__getitem__, range(len(self)))
+
+    def measured(self) -> list[Explanation]:
+        """The explanations made at once, in order: the only ones that can hold a distribution
+        (and so a gap, a probe or a probe's source)."""
+        return [self._made[k] for k in sorted(self._made)]
+
+    def classes(self) -> Counter[DivergenceClass]:
+        """How many divergences of each class."""
+        counts: Counter[DivergenceClass] = Counter(e.cls for e in self._made.values())
+        unplaced_n = sum(1 for d in self._divergences if d.token.index is None)
+        rest = len(self) - len(self._made) - unplaced_n
+        if unplaced_n:
+            counts[NOT_MEASURED] += unplaced_n
+        if rest:
+            counts[self._bare.cls] += rest
+        return counts
+
+
+def measured(explanations: Sequence[Explanation]) -> Sequence[Explanation]:
+    """Those of ``explanations`` that can hold a distribution (``Explanations.measured``)."""
+    return explanations.measured() if isinstance(explanations, Explanations) else explanations
+
+
+def classes(explanations: Sequence[Explanation]) -> Counter[DivergenceClass]:
+    """How many of ``explanations`` of each class."""
+    if isinstance(explanations, Explanations):
+        return explanations.classes()
+    return Counter(e.cls for e in explanations)
 
 
 # ``explain`` of a placed divergence whose items hold no logprobs and that no probe measured,
@@ -360,7 +431,7 @@ class PairMechanism:
     b: str
     kind: str
     threshold: float
-    explanations: tuple[Explanation, ...]
+    explanations: Sequence[Explanation]  # ``Explanations``
     drift: Drift | None
     hazard: hz.Hazard | None
     no_token_data: int  # items left out of the hazard (no token counts)
@@ -411,9 +482,13 @@ def measure_pair(
     ps = matching_probes(pair, probes)
     entries = ps.entries if ps else {}
     sampled = is_sampled(pair.a_run)
-    # One explanation per divergence, in the divergences' order (each holds its two items).
-    # One explanation per divergence, in the divergences' order.
-    explanations = [_explain(d, entries, threshold, sampled) for d in pair.divergences]
+    # One explanation per divergence, in the divergences' order; made here where measured.
+    made = {
+        k: e
+        for k, d in enumerate(pair.divergences)
+        if (e := _explain(d, entries, threshold, sampled)) is not None
+    }
+    explanations = Explanations(pair.divergences, made, sampled)
     deltas: list[float] = []
     used: list[Item] = []
     if not pair.logprobs:
@@ -445,7 +520,7 @@ def _mechanism(
     pair: PairResult,
     ps: ProbeSet | None,
     threshold: float,
-    explanations: list[Explanation],
+    explanations: Explanations,
     deltas: list[float],
     used: list[Item],
 ) -> PairMechanism:
@@ -458,7 +533,7 @@ def _mechanism(
         b=pair.b,
         kind=pair.kind,
         threshold=threshold,
-        explanations=tuple(explanations),
+        explanations=explanations,
         drift=drift(deltas),
         hazard=hazard,
         no_token_data=left_out,
