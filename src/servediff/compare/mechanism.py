@@ -483,11 +483,18 @@ def measure_pair(
     entries = ps.entries if ps else {}
     sampled = is_sampled(pair.a_run)
     # One explanation per divergence, in the divergences' order; made here where measured.
-    made = {
-        k: e
-        for k, d in enumerate(pair.divergences)
-        if (e := _explain(d, entries, threshold, sampled)) is not None
-    }
+    if entries:
+        made = {
+            k: e
+            for k, d in enumerate(pair.divergences)
+            if (e := _explain(d, entries, threshold, sampled)) is not None
+        }
+    else:  # ``_explain`` without probes: only a placed divergence whose items are made measures
+        made = {
+            k: explain(d.token, d.items, {}, threshold, sampled)
+            for k, d in enumerate(pair.divergences)
+            if d.items is not None and d.token.index is not None
+        }
     explanations = Explanations(pair.divergences, made, sampled)
     deltas: list[float] = []
     used: list[Item] = []
@@ -539,6 +546,6 @@ def _mechanism(
         no_token_data=left_out,
         precision=precision(used, known_dtype([pair.a_run.header.engine, pair.b_run.header.engine])),
         probe_path=ps.path if ps else None,
-        times=() if n_unlocated else tuple(t for t in pair.times if t is not None),
+        times=() if n_unlocated else tuple(filter(None, pair.times)),  # each a pair: only None is false
         unlocated=n_unlocated,
     )
