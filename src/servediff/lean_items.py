@@ -6,10 +6,13 @@ Most lines of shadow traffic hold an id, a text, a token count and three times, 
 ``Item`` structs (each with its own floats, and a dictionary entry) they were ~0.25 KB an item
 and side beyond their texts, and at a million a side the memory they took, first touched, was
 a good part of compare's time. Here those items are columns: their ids and texts (shared with
-the other side's where equal), token counts, and the numbers in float arrays, NaN for None. An
-item that holds anything else (the first line, read whole; an engine error; metadata; token
-data; a score) is kept whole (``extras``). Reading an item makes it from its columns: the same
-``Item`` the lean decoder made, field for field (``tests/test_record_blocks.py``).
+the other side's where equal; or, read in halves, left out and read back from the record when
+an item is made: ``servediff.halves``), token counts, the numbers in float arrays (NaN for None;
+a time no item recorded, none at all), and the recorded "first_token" marks as int columns
+(``Placed``). An item that holds anything else (the first line, read whole; an engine error;
+metadata; token data; a score) is kept whole (``extras``). Reading an item makes it from its
+columns: the same ``Item`` the lean decoder made, field for field (``tests/test_record_blocks.py``,
+``tests/test_halves.py``).
 
 The analyses that pass over every item of a shadow pair (the pairing, a run's row, whether it is
 scored, the speed columns) read the columns; anything else reads items, made one at a time.
