@@ -18,7 +18,8 @@ import dataclasses
 import gc
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -138,17 +139,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
+@contextmanager
+def _pairs_begun(paths: Sequence[Path]) -> Iterator[dict[tuple[Path, Path], Begun]]:
+    """A large shadow segment's read in halves begun (``halves.begin_pairs``) before this process
+    imports the analysis (~0.6 s, scipy.special's ~0.2 s for the hazard's interval among it): the
+    children read meanwhile, and ``load`` finishes their reads. No child outlives the block."""
     from servediff.halves import begin_pairs
 
-    # A large shadow segment's children start reading before this process imports the analysis
-    # (~0.4 s): load finishes their reads.
-    begun = begin_pairs(args.runs)
+    begun = begin_pairs(paths)
     try:
-        return _compare(args, begun)
+        if begun:
+            import scipy.special  # noqa: F401
+        yield begun
     finally:
         for pair in begun.values():
             pair.close()
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    with _pairs_begun(args.runs) as begun:
+        return _compare(args, begun)
 
 
 def _compare(args: argparse.Namespace, begun: dict[tuple[Path, Path], Begun]) -> int:
@@ -158,11 +168,6 @@ def _compare(args: argparse.Namespace, begun: dict[tuple[Path, Path], Begun]) ->
     from servediff.hugepages import numpy_without_huge_pages
     from servediff.report import render
     from servediff.report.assembly import build
-
-    if begun:
-        # The hazard's interval needs scipy.special (~0.2 s to import): imported while the
-        # children read, not after, when this process alone builds the report.
-        import scipy.special  # noqa: F401
 
     numpy_without_huge_pages()
 
@@ -229,6 +234,11 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    with _pairs_begun(args.runs) as begun:
+        return _report(args, begun)
+
+
+def _report(args: argparse.Namespace, begun: dict[tuple[Path, Path], Begun]) -> int:
     from servediff.compare.loader import load
     from servediff.hugepages import numpy_without_huge_pages
     from servediff.report import render
@@ -245,6 +255,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             near_tie=args.near_tie,
             margin=args.margin,
             checkpoints=args.checkpoints,
+            begun=begun,
         )
     )
     if not (args.html or args.md):

@@ -118,17 +118,19 @@ class Begun:
     this process's half not yet read (``finish``)."""
 
     def __init__(
-        self, runs: tuple[Run, Run], files: tuple[IO[bytes], IO[bytes]], sizes: tuple[int, int]
+        self,
+        runs: tuple[Run, Run],
+        files: tuple[IO[bytes], IO[bytes]],
+        sizes: tuple[int, int],
+        split: tuple[int, int],
+        child: _Child,
     ) -> None:
-        self.runs, self.files, self.sizes = runs, files, sizes
-        self.split: tuple[int, int] | None = None
-        self.child: _Child | None = None
+        self.runs, self.files, self.sizes, self.split, self.child = runs, files, sizes, split, child
 
     def finish(self) -> tuple[Run, Run] | None:
         """The two runs, or None where the fast path does not take them (the caller reads them
         the ordinary way). Closes what ``begin`` opened, either way."""
         try:
-            assert self.child is not None and self.split is not None
             (fa, fb), (ra, rb), split = self.files, self.runs, self.split
             try:
                 own = read_half(fa, (ra.end, split[0]), fb, (rb.end, split[1]), first=True)
@@ -143,8 +145,7 @@ class Begun:
 
     def close(self) -> None:
         """End the child if it is still running; close the records."""
-        if self.child is not None:
-            self.child.close()
+        self.child.close()
         for f in self.files:
             f.close()
 
@@ -153,27 +154,30 @@ def begin(path_a: Path, path_b: Path) -> Begun | None:
     """A shadow segment's two records' read in halves, the child started; None where the fast
     path does not take them."""
     try:
-        files = path_a.open("rb"), path_b.open("rb")
+        fa = path_a.open("rb")
     except OSError:
         return None
-    fa, fb = files
-    sizes = os.fstat(fa.fileno()).st_size, os.fstat(fb.fileno()).st_size
     try:
-        begun = Begun((open_run(path_a, fa), open_run(path_b, fb)), files, sizes)
+        fb = path_b.open("rb")
+    except OSError:
+        fa.close()
+        return None
+    files = fa, fb
+    sizes = os.fstat(fa.fileno()).st_size, os.fstat(fb.fileno()).st_size
+    split = child = None
+    try:
+        runs = open_run(path_a, fa), open_run(path_b, fb)
+        if not (runs[0].unterminated or runs[1].unterminated):
+            split = _split(fa, runs[0].end, sizes[0], fb, runs[1].end, sizes[1])
+        if split is not None:
+            child = _Child.start(path_a, path_b, split, sizes)
     except RecordError:
+        pass
+    if split is None or child is None:
         fa.close()
         fb.close()
         return None
-    (ra, rb) = begun.runs
-    begun.split = (
-        None if ra.unterminated or rb.unterminated else _split(fa, ra.end, sizes[0], fb, rb.end, sizes[1])
-    )
-    if begun.split is not None:
-        begun.child = _Child.start(path_a, path_b, begun.split, sizes)
-    if begun.child is None:
-        begun.close()
-        return None
-    return begun
+    return Begun(runs, files, sizes, split, child)
 
 
 def begin_pairs(paths: Sequence[Path]) -> dict[tuple[Path, Path], Begun]:
@@ -284,7 +288,6 @@ class _Columns:
     compared with the other side's."""
 
     def __init__(self, keep_ids: bool) -> None:
-        self.n = 0
         self.ids: list[str] = []  # kept for one side only: the two are the same
         self.n_tokens: list[int | None] = []
         self.times = [array("d") for _ in range(4)]  # latency, finished, TTFT, ITL
@@ -298,9 +301,13 @@ class _Columns:
         self._from = 0
         self._kept_from = 0  # the first of ``kept`` not yet past a compare
 
+    @property
+    def n(self) -> int:
+        """Items read so far."""
+        return len(self.n_tokens)
+
     def add(self, block: Block, offsets: array[int]) -> None:
         at = self.n
-        self.n += len(block.ids)
         if self._keep_ids:
             self.ids += block.ids
         self._ids += block.ids

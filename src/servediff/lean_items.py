@@ -185,16 +185,7 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
         for column, values in zip(self.times, block.times):
             put_times(column, start, values)
         self.placed.add(start, block.placed)
-        setattr_ = msgspec.structs.force_setattr
-        kept = []
-        for k, item in block.kept:
-            setattr_(item, "id", ids[k])
-            setattr_(item, "text", texts[k])
-            if not item.metadata:
-                setattr_(item, "metadata", NO_METADATA)
-            self.extras[start + k] = item
-            kept.append(item)
-        return kept
+        return self._keep_whole(start, block.kept, texts)
 
     def extend(
         self,
@@ -227,12 +218,25 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
             self.placed = placed
         else:
             self.placed.add(start, placed)
+        self._keep_whole(start, kept, None)
+
+    def _keep_whole(
+        self, start: int, kept: list[tuple[int, Any]], texts: Sequence[str | None] | None
+    ) -> list[Item]:
+        """Items kept whole, by their place among the items from ``start`` on: each takes the
+        store's id (one object with the other side's), and its text from ``texts`` where given
+        (shared likewise). Returns them."""
         setattr_ = msgspec.structs.force_setattr
+        out = []
         for k, item in kept:
             setattr_(item, "id", self.ids[start + k])
+            if texts is not None:
+                setattr_(item, "text", texts[k])
             if not item.metadata:
                 setattr_(item, "metadata", NO_METADATA)
             self.extras[start + k] = item
+            out.append(item)
+        return out
 
     def pair(self, other: LeanItems[Any], differ: list[int]) -> None:
         """The positions where this side's texts and ``other``'s differ, both read already."""
