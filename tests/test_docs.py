@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from servediff.cli_args import build_parser
+from servediff.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md"))]

@@ -4,7 +4,7 @@
 
 An option that is accepted and then silently ignored lets a user believe it took effect: ``--score``
 with ``--samples 2`` once wrote four results for two texts and exited 0. Each rule names two
-options of one command and how they relate; the parser (``cli_args.Parser``) refuses a command
+options of one command and how they relate; the parser (``commands.grammar.Parser``) refuses a command
 line that breaks one, as a usage error on one line (exit 2) before anything runs. An option
 counts as given when it is on the command line, whatever its value: ``--temperature 0`` next to
 ``--score`` is refused too, since it asks for something scoring does not do.

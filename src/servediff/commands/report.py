@@ -1,0 +1,71 @@
+"""``servediff report``: the study of compare, written as HTML and/or Markdown.
+
+    servediff report runs/*.jsonl --html report.html
+
+Reads the records as ``servediff compare`` does (its study options and its halves begun early).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from servediff.argtypes import fraction, output_file
+from servediff.commands.compare import add_study_options, pairs_begun
+from servediff.commands.grammar import Parser
+
+if TYPE_CHECKING:
+    from servediff.halves import Begun
+
+NAME = "report"
+HELP = "write the HTML (and/or Markdown) report of run records"
+
+
+def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser(
+        NAME,
+        help=HELP,
+        description="The study of compare, written as one self-contained HTML file (plots inline, "
+        "no network) and/or Markdown. Rendered from the records only.",
+    )
+    p.add_argument("runs", nargs="+", type=Path, help="record files (JSONL)")
+    p.add_argument("--html", type=output_file, help="write the HTML report here")
+    p.add_argument("--md", type=output_file, help="write the Markdown report here")
+    add_study_options(p)
+    p.add_argument("--margin", type=fraction, default=0.01, help="non-inferiority margin (as compare)")
+
+
+def main(args: argparse.Namespace) -> int:
+    with pairs_begun(args.runs) as begun:
+        return _report(args, begun)
+
+
+def _report(args: argparse.Namespace, begun: dict[tuple[Path, Path], Begun]) -> int:
+    from servediff.compare.loader import load
+    from servediff.hugepages import numpy_without_huge_pages
+    from servediff.report import render
+    from servediff.report.assembly import build
+
+    numpy_without_huge_pages()
+
+    # The same study and model compare builds: runs, probe records beside them, the two thresholds.
+    report = build(
+        *load(
+            args.runs,
+            force=args.force,
+            title=args.title,
+            near_tie=args.near_tie,
+            margin=args.margin,
+            checkpoints=args.checkpoints,
+            begun=begun,
+        )
+    )
+    if not (args.html or args.md):
+        print(render.markdown(report))
+        return 0
+    for path in render.write_reports(report, render.Outputs(html=args.html, md=args.md)):
+        print(f"wrote {path}")
+    return 0
+
+
