@@ -18,7 +18,7 @@ from pathlib import Path
 
 from common import PYTHON, Row, log, run_timed
 
-from servediff.record import SuiteInfo, item_line, make_header
+from servediff.records import SuiteInfo, item_line, make_header
 from servediff.suites.base import Score
 from servediff.types import Completion, SamplingParams
 

@@ -23,7 +23,7 @@ from common import BENCH, BENCH_PYTHON, PYTHON, Row, Server, free_port, log, med
 
 from servediff.engines.knobs import default_model_path
 from servediff.engines.openai_http import HTTPEngine, HTTPOptions
-from servediff.record import read_run
+from servediff.records import read_run
 from servediff.suites import SUITES, SuiteOptions, load_suite
 from servediff.types import SamplingParams
 

@@ -30,7 +30,7 @@ from servediff.experiment import load_experiment, run_experiment
 from servediff.experiment.cluster import ray_executor
 from servediff.experiment.cluster_spec import Executor
 from servediff.experiment.conductor import Job, Outcome, sequential
-from servediff.record import read_run
+from servediff.records import read_run
 
 SERVER = (
     '["{python}", "-m", "llama_cpp.server", "--model", "{model_path}", "--model_alias", "{model}", '

@@ -116,7 +116,7 @@ def _measure(mode: str, c: int, n: int, rounds: int, direct: str, proxied: str) 
 def write_shadow_pair(items: int, work: Path, seed: int = 0) -> tuple[Path, Path]:
     """Two shadow records as the proxy writes them (its header shape, its item lines; answers
     that differ with their token ids and where they part, as the replay records them)."""
-    from servediff.record import SuiteInfo, item_line, make_header
+    from servediff.records import SuiteInfo, item_line, make_header
     from servediff.shadow.recorder import first_token
     from servediff.types import Completion, SamplingParams
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import PYTHON, Server, free_port, log, median, run_timed
 
 from servediff.engines.knobs import default_model_path
-from servediff.record import read_run
+from servediff.records import read_run
 
 TOTAL = re.compile(r"llama_perf_context_print:\s+total time =\s+([\d.]+) ms")
 

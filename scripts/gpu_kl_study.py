@@ -41,7 +41,7 @@ from servediff.compare.kl_runs import scoring_pair
 from servediff.compare.teacher_greedy import GreedyAgreement, greedy_agreement
 from servediff.engines.hf import HFEngine
 from servediff.engines.hf_knobs import HFKnobs
-from servediff.record import read_run
+from servediff.records import read_run
 from servediff.runner import RunPlan, execute
 from servediff.scoring import on_policy, scoring_suite
 from servediff.suites import Suite, SuiteOptions, load_suite

@@ -14,7 +14,7 @@ import pytest
 
 from servediff.cli import main
 from servediff.engines.llama_server import has_tool
-from servediff.record import read_run
+from servediff.records import read_run
 from tests.helpers.stub_server import Request, chat_body, stub_server
 
 # The negative control is -np 4 again, at the same load: measured 0 of 107 trials diverged at 4

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from servediff.cli import main
-from servediff.record import read_run
+from servediff.records import read_run
 from tests.helpers.stub_server import FAULTS, STREAM_FAULTS, Campaign, Request, stub_server
 
 DATA = Path(__file__).parent / "data" / "sums.jsonl"  # 50 GSM8K-format sums

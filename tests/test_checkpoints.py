@@ -15,7 +15,7 @@ from servediff.compare.study import problems
 from servediff.engines.knobs import default_model_path
 from servediff.experiment import run_experiment
 from servediff.experiment.spec import ExperimentError, load_experiment
-from servediff.record import read_run
+from servediff.records import read_run
 
 GSM8K = Path(__file__).parent / "data" / "gsm8k" / "test.jsonl"
 

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from servediff.compare.divergence import find_divergence, first_char_difference, first_difference
-from servediff.record import Item, sha256_text
+from servediff.records import Item, sha256_text
 
 
 def side(text: str, ids: list[int] | None = None, tokens: list[str] | None = None) -> Item:

@@ -215,7 +215,7 @@ def test_claimed_speculative_decoding_that_did_not_engage_is_flagged(
     report = (tmp_path / "out" / "report.md").read_text()
     assert "> **Flag:** `spec-silent` claims speculative decoding — **NOT ENGAGED**" in report
     assert "`spec-ok`" not in report.split("## Is each")[1].split("| configuration")[0]  # not flagged
-    from servediff.record import read_run
+    from servediff.records import read_run
 
     runs = {p.parent.name.split(".")[0]: read_run(p) for p in (tmp_path / "out" / "runs").glob("*/*r1.jsonl")}
     ok = runs["spec-ok"].header.extra["verification"]
@@ -235,7 +235,7 @@ def test_load_sweep_counts_distinct_completions_per_prompt(tmp_path: Path) -> No
     path = experiment(tmp_path, STOCK + sweep, repeats=0)  # the sweep is the only repeat
     out = tmp_path / "out"
     assert main(["experiment", str(path), "--no-progress"]) == 0
-    from servediff.record import read_run
+    from servediff.records import read_run
 
     runs = [read_run(p) for p in sorted((out / "sweep").glob("stock.*/*.jsonl"))]
     assert sorted((r.header.concurrency, r.header.repeat) for r in runs) == [(1, 1), (1, 2), (3, 1), (3, 2)]

@@ -16,7 +16,7 @@ from servediff.cli import main
 from servediff.compare.attribution import Cell, item_cause, place
 from servediff.compare.study import compare_runs
 from servediff.experiment import ExperimentError, load_experiment, run_experiment
-from servediff.record import Run, read_run
+from servediff.records import Run, read_run
 from servediff.suites import load_suite
 from tests.test_report_consistency import check as consistent
 

@@ -12,7 +12,7 @@ import pytest
 from servediff.cli import main
 from servediff.engines.openai_http import HTTPEngine, HTTPOptions, retry_after_s
 from servediff.engines.sse import parse_stream
-from servediff.record import read_run
+from servediff.records import read_run
 from servediff.suites import SuiteOptions, load_suite
 from servediff.types import Completion, SamplingParams
 from tests.helpers.stub_server import (

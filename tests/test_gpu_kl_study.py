@@ -17,7 +17,7 @@ import torch
 
 from servediff.compare.kl_runs import positions
 from servediff.engines.knobs import default_model_path
-from servediff.record import read_run
+from servediff.records import read_run
 
 torch.set_num_threads(1)  # the test machine's cores are shared
 

@@ -1,4 +1,4 @@
-"""A shadow segment's two records read in halves (``servediff.halves``) read as the ordinary
+"""A shadow segment's two records read in halves (``servediff.records.halves``) read as the ordinary
 lean reads do: the same items (texts read back from the records), columns and report; what the
 fast path does not take (blank, bad or cut lines, ids out of order or twice, a failed child) is
 left to the ordinary read, which says what is wrong as it always did; no child outlives it.
@@ -16,11 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from servediff import halves, record
 from servediff.compare.loader import load
-from servediff.halves import pairs, read_pair
-from servediff.lean_items import LeanItems
-from servediff.record import RecordError, Run, read_run
+from servediff.records import Reading, ReadOptions, RecordError, Run, halves, read_run, worker
+from servediff.records.lean import LeanItems
 from servediff.report import render
 from servediff.report.assembly import build
 from tests.helpers.children import children as running
@@ -33,31 +31,42 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return write(tmp_path_factory.mktemp("halves"))
 
 
-@pytest.fixture(autouse=True)
-def every_pair_in_halves(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(halves, "PAIR_BYTES", 0)
+# Every pair read in halves, however small; and every pair read the ordinary way.
+HALVES = ReadOptions(halves_bytes=0)
+ORDINARY = ReadOptions(halves_bytes=None)
 
 
 def children() -> list[int]:
     """This process's children reading a record, still running."""
-    return running(b"servediff.halves")
+    return running(b"servediff.records.halves")
 
 
-def in_halves(a: Path, b: Path) -> tuple[Run, Run]:
-    got = read_pair(a, b)
+def read_pair(a: Path, b: Path, options: ReadOptions = HALVES) -> tuple[Run, Run] | None:
+    """The two records read in halves, or None where the fast path did not take them."""
+    with Reading([a, b], options) as reading:
+        assert reading.halves == [(a, b)], "the pair was not begun in halves"
+        ((pair),) = reading.begun.values()
+        return pair.finish()
+
+
+def in_halves(a: Path, b: Path, options: ReadOptions = HALVES) -> tuple[Run, Run]:
+    got = read_pair(a, b, options)
     assert got is not None, "the pair was not read in halves"
     return got
 
 
+def pairs(paths: list[Path]) -> list[tuple[Path, Path]]:
+    with Reading(paths, HALVES) as reading:
+        return reading.halves
+
+
 @pytest.mark.parametrize(("share", "size"), [(0.5, 1 << 20), (0.1, 700), (0.9, 4096), (0.5, 64)])
 def test_a_pair_read_in_halves_reads_as_the_ordinary_read(
-    records: tuple[Path, Path], share: float, size: int, monkeypatch: pytest.MonkeyPatch
+    records: tuple[Path, Path], share: float, size: int
 ) -> None:
     # Blocks of a few hundred bytes on both sides, cut in other places: the two records are
     # matched across blocks that do not line up, and where each process's half starts.
-    monkeypatch.setattr(halves, "SHARE", share)
-    monkeypatch.setattr(halves, "_BLOCK_BYTES", size)
-    got = in_halves(*records)
+    got = in_halves(*records, ReadOptions(halves_bytes=0, halves_share=share, block_bytes=size))
     for run, here in zip(got, lean_pair(records)):
         same(run, here)
         assert run.header == here.header  # the suite: the items as recorded
@@ -87,18 +96,17 @@ def test_compare_reads_a_pair_in_halves_and_reports_the_same(
         return got
 
     monkeypatch.setattr(halves.Begun, "finish", counted)
-    study, options = load(list(records))
+    study, options = load(list(records), reading=HALVES)
     md = render.markdown(build(study, options))
     assert read == [records] and children() == []
     # As the command does it: the children started first, the read finished by the loader.
-    begun = halves.begin_pairs(list(records))
-    assert len(begun) == 1 and len(children()) == 1
-    study, options = load(list(records), begun=begun)
+    begun = Reading(list(records), HALVES)
+    assert len(begun.begun) == 1 and len(children()) == 1
+    study, options = load(begun)
     assert render.markdown(build(study, options)) == md
     assert read == [records, records] and children() == []
-    monkeypatch.setattr(halves, "PAIR_BYTES", 1 << 60)
-    assert pairs(list(records)) == []
-    study, options = load(list(records))
+    assert Reading(list(records), ORDINARY).halves == []
+    study, options = load(list(records), reading=ORDINARY)
     assert render.markdown(build(study, options)) == md
     assert len(read) == 2
 
@@ -115,7 +123,7 @@ def test_only_a_segment_given_as_two_records_is_read_in_halves(
 
 
 def test_what_the_fast_path_does_not_take_is_read_the_ordinary_way(
-    records: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    records: tuple[Path, Path], tmp_path: Path
 ) -> None:
     data = records[1].read_bytes()
     lines = data.splitlines(keepends=True)
@@ -134,12 +142,9 @@ def test_what_the_fast_path_does_not_take_is_read_the_ordinary_way(
     cases["one less"].write_bytes(b"".join(lines[:-1]))
     for name, path in cases.items():
         for share in (0.2, 0.8):  # the case in this process's half, or in the child's
-            monkeypatch.setattr(halves, "SHARE", share)
-            assert read_pair(records[0], path) is None, name
-        study, options = load([records[0], path])
-        monkeypatch.setattr(halves, "PAIR_BYTES", 1 << 60)
-        ordinary, ordinary_options = load([records[0], path])
-        monkeypatch.setattr(halves, "PAIR_BYTES", 0)
+            assert read_pair(records[0], path, ReadOptions(halves_bytes=0, halves_share=share)) is None, name
+        study, options = load([records[0], path], reading=HALVES)
+        ordinary, ordinary_options = load([records[0], path], reading=ORDINARY)
         md = render.markdown(build(study, options))
         assert md == render.markdown(build(ordinary, ordinary_options)), name
     assert children() == []
@@ -156,7 +161,7 @@ def test_a_bad_line_is_named_by_the_ordinary_read(records: tuple[Path, Path], tm
     for name, change in cases.items():
         path = edit(records[1], tmp_path / f"{name}.jsonl", change)
         with pytest.raises(RecordError) as read:
-            load([records[0], path])
+            load([records[0], path], reading=HALVES)
         assert f"{path}:{min(change) + 1}:" in str(read.value), name
     assert children() == []
 
@@ -195,25 +200,30 @@ def test_a_record_changed_after_it_was_read_is_an_error_not_another_text(
 def test_a_child_whose_reader_is_gone_stops_without_its_end(records: tuple[Path, Path]) -> None:
     sizes = [p.stat().st_size for p in records]
     split = [len(p.read_bytes().split(b"\n", 1)[0]) + 1 for p in records]  # all items, from the first
-    spans = (split[0], sizes[0], split[1], sizes[1])
+    spans = (split[0], sizes[0], split[1], sizes[1], 1 << 20)
     for parent, code in ((os.getpid(), 0), (1, 1)):
         out = subprocess.run(
-            [sys.executable, "-m", "servediff.halves", *map(str, records), *map(str, (*spans, parent))],
+            [
+                sys.executable,
+                "-m",
+                "servediff.records.halves",
+                *map(str, records),
+                *map(str, (*spans, parent)),
+            ],
             capture_output=True,
             check=False,
         )
         assert out.returncode == code
-        assert out.stdout.endswith(halves.END) == (code == 0)
+        assert out.stdout.endswith(worker.END) == (code == 0)
 
 
 @pytest.mark.parametrize("size", (700, 1 << 20))
 def test_times_recorded_from_midway_read_as_the_whole_read(
-    records: tuple[Path, Path], tmp_path: Path, size: int, monkeypatch: pytest.MonkeyPatch
+    records: tuple[Path, Path], tmp_path: Path, size: int
 ) -> None:
     # A time no item has before some line (TTFT here, from the 300th, as when streaming was
     # turned on mid-session) is no memory up to there: the items and columns read the same.
-    monkeypatch.setattr(record, "_BLOCK_BYTES", size)
-    monkeypatch.setattr(halves, "_BLOCK_BYTES", size)
+    options = ReadOptions(halves_bytes=0, block_bytes=size)
     lines = records[1].read_bytes().splitlines(keepends=True)
     later = {
         n: lines[n].replace(b'"latency_s": ', b'"ttft_s": 0.0625, "latency_s": ')
@@ -222,7 +232,7 @@ def test_times_recorded_from_midway_read_as_the_whole_read(
     assert all(later[n] != lines[n] for n in later)
     path = edit(records[1], tmp_path / "ttft.jsonl", later)
     whole = read_run(path)
-    for run in (lean_pair((records[0], path))[1], in_halves(records[0], path)[1]):
+    for run in (lean_pair((records[0], path), options)[1], in_halves(records[0], path, options)[1]):
         assert [seen(i) for i in run.items.values()] == [seen(i) for i in whole.items.values()]
         assert run.columns is not None
         ttft = run.columns.array("ttft")
@@ -237,6 +247,7 @@ def test_the_compare_command_begins_the_halves_first_and_leaves_no_child(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from servediff.cli import main
+    from servediff.commands import compare as compare_command
 
     finished: list[bool] = []
     finish = halves.Begun.finish
@@ -247,6 +258,7 @@ def test_the_compare_command_begins_the_halves_first_and_leaves_no_child(
         return got
 
     monkeypatch.setattr(halves.Begun, "finish", counted)
+    monkeypatch.setattr(compare_command, "READ_OPTIONS", HALVES)
     assert main(["compare", *map(str, records), "--md", str(tmp_path / "halves.md")]) == 0
     assert finished == [True] and children() == []
     capsys.readouterr()
@@ -256,7 +268,7 @@ def test_the_compare_command_begins_the_halves_first_and_leaves_no_child(
     assert main(["compare", *map(str, records), str(bad)]) == 2
     assert f"{bad}:1: first line is not JSON" in capsys.readouterr().err
     assert children() == []
-    monkeypatch.setattr(halves, "PAIR_BYTES", 1 << 60)
+    monkeypatch.setattr(compare_command, "READ_OPTIONS", ORDINARY)
     assert main(["compare", *map(str, records), "--md", str(tmp_path / "ordinary.md")]) == 0
     assert (tmp_path / "halves.md").read_text() == (tmp_path / "ordinary.md").read_text()
 

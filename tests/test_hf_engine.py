@@ -24,7 +24,7 @@ import transformers
 from servediff.cli import main
 from servediff.engines.hf import HFEngine, cut_at_stop, left_pad
 from servediff.engines.hf_knobs import HFKnobs
-from servediff.record import read_run
+from servediff.records import read_run
 from servediff.suites import SuiteOptions, load_suite
 from servediff.types import Completion, SamplingParams
 

@@ -27,7 +27,7 @@ from servediff.engines.hf_knobs import HFKnobs
 from servediff.engines.hf_sampler import step_seed
 from servediff.engines.knobs import LlamaKnobs
 from servediff.engines.llamacpp import LlamaCppEngine
-from servediff.record import read_run
+from servediff.records import read_run
 from servediff.scoring import scoring_suite
 from servediff.suites import SuiteOptions, load_suite
 from servediff.suites.draws import expand

@@ -1,4 +1,4 @@
-"""The analysis commands make numpy's arrays without the huge-page request (servediff.hugepages),
+"""The analysis commands make numpy's arrays without the huge-page request (servediff.memory),
 unless NUMPY_MADVISE_HUGEPAGE says what the user wants."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from servediff.hugepages import numpy_without_huge_pages
+from servediff.memory import numpy_without_huge_pages
 
 multiarray = np._core.multiarray
 

@@ -19,7 +19,7 @@ from servediff.cli import main
 from servediff.compare import quality
 from servediff.compare.stats import PairedCounts, paired_ci, verdict
 from servediff.compare.study import build_study
-from servediff.record import read_run
+from servediff.records import read_run
 
 DATA = Path(__file__).parent / "data" / "importers"
 LM = DATA / "lm_eval"

@@ -19,7 +19,7 @@ import pytest
 from servediff.cli import main
 from servediff.compare import quality
 from servediff.compare.study import Study, build_study
-from servediff.record import Run, read_run
+from servediff.records import Run, read_run
 from tests.helpers.records import Line, write_run
 
 DATA = Path(__file__).parent / "data" / "importers"

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from servediff.record import read_run
+from servediff.records import read_run
 from tests.conftest import LlamaServer
 from tests.helpers.kills import Job, Tally, audit, campaign, env, lines_in, unicode_suite
 

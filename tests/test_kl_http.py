@@ -23,7 +23,7 @@ from servediff.cli import main
 from servediff.compare.kl import summarise
 from servediff.compare.kl_runs import overlap, positions, scoring_pair
 from servediff.engines.score_api import AMBIGUOUS_TEXTS
-from servediff.record import Item, read_run
+from servediff.records import Item, read_run
 from tests.conftest import LlamaServer
 
 GSM8K = Path(__file__).parent / "data" / "gsm8k" / "test.jsonl"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from servediff.compare.loader import load
 from servediff.compare.study import compare_runs
-from servediff.record import read_run
+from servediff.records import read_run
 from servediff.report.sections.summary import _left_out
 
 RECORDS = Path(__file__).parent / "data" / "reference" / "constructed"

@@ -16,7 +16,7 @@ import pytest
 
 from servediff.cli import main
 from servediff.engines.llama_server import has_tool
-from servediff.record import read_run
+from servediff.records import read_run
 
 pytestmark = [
     pytest.mark.llama_server,

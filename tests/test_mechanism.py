@@ -24,7 +24,7 @@ from servediff.compare.mechanism import (
     precision,
     shared_deltas,
 )
-from servediff.record import Item, sha256_text
+from servediff.records import Item, sha256_text
 
 # --- hazard -----------------------------------------------------------------------------------
 
@@ -178,7 +178,7 @@ def test_drift_survival_and_precision() -> None:
 
 
 def write_run(path: Any, label: str, tokens: list[str], tops: list[Any] | None) -> None:
-    from servediff.record import SuiteInfo, item_line, make_header
+    from servediff.records import SuiteInfo, item_line, make_header
     from servediff.types import Completion, SamplingParams, TokenLogprob
 
     suite = SuiteInfo(name="s", version="1", source="t", data_sha256="0", content_sha256="0", item_ids=["x"])
@@ -201,7 +201,7 @@ def test_compare_reads_a_probe_record_and_the_threshold(tmp_path: Any) -> None:
     import json
 
     from servediff.cli import main
-    from servediff.probe_record import PROBE_RECORD
+    from servediff.records.probes import PROBE_RECORD
 
     a, b, probes = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "p.jsonl"
     write_run(a, "stock", ["The", " cat"], [[("The", -0.1), ("A", -2.0)], [(" cat", -0.6), (" car", -0.68)]])
@@ -243,7 +243,7 @@ def test_probe_records_merge_per_side_and_match_either_orientation(tmp_path: Any
     import json
 
     from servediff.cli import main
-    from servediff.probe_record import PROBE_RECORD
+    from servediff.records.probes import PROBE_RECORD
 
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     # no logprobs recorded in the runs: every number must come from the probes

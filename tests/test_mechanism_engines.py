@@ -20,8 +20,8 @@ from servediff.engines.llamacpp import LlamaCppEngine
 from servediff.engines.openai_http import HTTPEngine, HTTPOptions
 from servediff.engines.template import TemplateProber, load_template
 from servediff.probe import probe_pair
-from servediff.probe_record import read_probes
-from servediff.record import Run, read_run
+from servediff.records import Run, read_run
+from servediff.records.probes import read_probes
 from servediff.runner import RunPlan, execute
 from servediff.suites import Suite, SuiteOptions, load_suite
 from servediff.types import SamplingParams

@@ -13,7 +13,7 @@ import pytest
 
 from servediff.cli import main
 from servediff.engines.llama_server import has_tool
-from servediff.record import Run, read_run
+from servediff.records import Run, read_run
 from servediff.suites import mmlu, mmlu_letter
 from servediff.types import TokenLogprob
 from tests.conftest import LlamaServer

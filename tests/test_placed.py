@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from servediff.compare.divergence import placement
-from servediff.lean_items import Firsts, Placed, firsts_of
+from servediff.records.placed import Firsts, Placed, firsts_of
 
 NO_ID = -(1 << 63)
 ids = st.one_of(

@@ -12,7 +12,7 @@ import pytest
 from servediff.cli import main
 from servediff.compare.stats import mcnemar_exact
 from servediff.hashing import file_sha256
-from servediff.record import read_run
+from servediff.records import read_run
 from servediff.suites import mmlu
 from tests.conftest import LlamaServer
 

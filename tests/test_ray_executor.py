@@ -22,7 +22,7 @@ from servediff.cli import main
 from servediff.experiment import load_experiment, run_experiment
 from servediff.experiment.cluster import ray_executor
 from servediff.experiment.cluster_spec import Executor
-from servediff.record import read_header, read_run
+from servediff.records import read_header, read_run
 from tests.conftest import LlamaServer
 from tests.test_experiment_launch import alive, diverging_suite, pids
 

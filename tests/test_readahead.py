@@ -1,4 +1,4 @@
-"""A shadow record parsed ahead by a child process (``servediff.readahead``) reads as it does
+"""A shadow record parsed ahead by a child process (``servediff.records.ahead``) reads as it does
 when read here: the same items, columns, shared texts, cut lines and errors; a child that failed
 leaves the record to be read here; no child outlives its reader.
 
@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from servediff import readahead, record
-from servediff.columns import FIELDS
 from servediff.compare.loader import load
-from servediff.readahead import ReadAhead, Taken
-from servediff.record import RecordError, Run, read_run
+from servediff.records import ReadOptions, RecordError, Run, read_run, worker
+from servediff.records.ahead import ReadAhead, Taken
+from servediff.records.columns import FIELDS
 from servediff.report import render
 from servediff.report.assembly import build
 from tests.helpers.children import children as running
@@ -31,25 +30,29 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return write(tmp_path_factory.mktemp("ahead"))
 
 
-@pytest.fixture(autouse=True)
-def every_record_read_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(readahead, "READ_AHEAD_BYTES", 0)
+# Every record parsed ahead, however small.
+AHEAD = ReadOptions(ahead_bytes=0)
 
 
 def children() -> list[int]:
     """This process's children reading a record, still running."""
-    return running(b"servediff.readahead")
+    return running(b"servediff.records.ahead")
 
 
 def ahead_of(path: Path, blocks: bool = False) -> ReadAhead:
     """A child parsing ``path`` that finished cleanly (else the read would not use it, and a
     test comparing the two reads would compare a read with itself). ``blocks``: and decoded
     blocks, not only lines (a file whose one block holds a bad or blank line has none)."""
-    ahead = ReadAhead.start(path)
-    assert ahead is not None
+    ahead = start(path)
     frames = ahead.frames()
     assert frames is not None, "the read-ahead process did not finish cleanly"
     assert any(isinstance(frame, Taken) for frame in frames) or not blocks
+    return ahead
+
+
+def start(path: Path, block_bytes: int = AHEAD.block_bytes) -> ReadAhead:
+    ahead = ReadAhead.start(path, path.stat().st_size, block_bytes)
+    assert ahead is not None
     return ahead
 
 
@@ -66,16 +69,14 @@ def same(run: Run, here: Run) -> None:
 
 
 @pytest.mark.parametrize("size", (700, 1 << 20))
-def test_a_candidate_read_ahead_reads_as_read_here(
-    records: tuple[Path, Path], size: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_candidate_read_ahead_reads_as_read_here(records: tuple[Path, Path], size: int) -> None:
     # The child reads with the default block size; this process's own read with ``size``:
     # the same items whatever the blocks.
-    monkeypatch.setattr(record, "_BLOCK_BYTES", size)
-    a = read_run(records[0], lean=True)
+    options = ReadOptions(block_bytes=size)
+    a = read_run(records[0], options)
     with ahead_of(records[1], blocks=True) as ahead:
-        b = read_run(records[1], lean=True, beside=[a], ahead=ahead)
-    here = read_run(records[1], lean=True, beside=[a])
+        b = read_run(records[1], options, beside=[a], ahead=ahead)
+    here = read_run(records[1], options, beside=[a])
     same(b, here)
     assert isinstance(b.items, type(here.items))
     shared = [a.items[i].text is b.items[i].text for i in a.items]
@@ -102,14 +103,14 @@ def test_blank_lines_cut_lines_and_an_id_twice_read_ahead_as_here(
     cases["twice"].write_bytes(
         b"".join([*lines[:300], lines[40].replace(b'"latency_s": ', b'"latency_s": 9'), *lines[300:]])
     )
-    a = read_run(records[0], lean=True)
+    a = read_run(records[0], AHEAD)
     for name, path in cases.items():
         with ahead_of(path) as ahead:
-            got = read_run(path, lean=True, beside=[a], ahead=ahead)
-        same(got, read_run(path, lean=True, beside=[a]))
+            got = read_run(path, AHEAD, beside=[a], ahead=ahead)
+        same(got, read_run(path, AHEAD, beside=[a]))
         assert (got.torn == ITEMS + 1) == (name == "cut"), name
     with ahead_of(cases["twice"]) as ahead:
-        assert isinstance(read_run(cases["twice"], lean=True, ahead=ahead).items, dict)
+        assert isinstance(read_run(cases["twice"], AHEAD, ahead=ahead).items, dict)
 
 
 def test_a_bad_line_read_ahead_is_named_as_here(records: tuple[Path, Path], tmp_path: Path) -> None:
@@ -123,21 +124,20 @@ def test_a_bad_line_read_ahead_is_named_as_here(records: tuple[Path, Path], tmp_
     for name, change in cases.items():
         path = edit(records[1], tmp_path / f"{name}.jsonl", change)
         with pytest.raises(RecordError) as here:
-            read_run(path, lean=True)
+            read_run(path, AHEAD)
         with ahead_of(path) as ahead, pytest.raises(RecordError) as read:
-            read_run(path, lean=True, ahead=ahead)
+            read_run(path, AHEAD, ahead=ahead)
         assert str(read.value) == str(here.value), name
         assert f"{path}:{min(change) + 1}:" in str(read.value), name
 
 
 def test_a_child_that_did_not_finish_leaves_the_record_to_be_read_here(records: tuple[Path, Path]) -> None:
-    ahead = ReadAhead.start(records[1])
-    assert ahead is not None
+    ahead = start(records[1])
     os.kill(ahead.pid, 9)  # killed before or while it parsed: its frames are not used
     assert ahead.frames() is None
-    b = read_run(records[1], lean=True, ahead=ahead)
+    b = read_run(records[1], AHEAD, ahead=ahead)
     ahead.close()
-    same(b, read_run(records[1], lean=True))
+    same(b, read_run(records[1], AHEAD))
     assert children() == []
 
 
@@ -147,31 +147,30 @@ def test_compare_reads_ahead_and_reports_the_same(
     started: list[Path] = []
     start = ReadAhead.start
 
-    def counted(path: Path) -> ReadAhead | None:
+    def counted(path: Path, size: int, block_bytes: int) -> ReadAhead | None:
         started.append(path)
-        return start(path)
+        return start(path, size, block_bytes)
 
     monkeypatch.setattr(ReadAhead, "start", staticmethod(counted))
-    study, options = load(list(records))
+    study, options = load(list(records), reading=AHEAD)
     md = render.markdown(build(study, options))
     assert started == [records[1]] and children() == []
-    monkeypatch.setattr(readahead, "READ_AHEAD_BYTES", 1 << 60)
-    study, options = load(list(records))
+    study, options = load(list(records), reading=ReadOptions(ahead_bytes=None))
     assert render.markdown(build(study, options)) == md
 
 
 def test_no_child_outlives_a_failed_read_or_its_reader(records: tuple[Path, Path], tmp_path: Path) -> None:
     bad = edit(records[0], tmp_path / "bad.jsonl", {5: b"not json\n"})
     with pytest.raises(RecordError):
-        load([bad, records[1]])  # the candidate's child is ended with the failed read
+        load([bad, records[1]], reading=AHEAD)  # the candidate's child is ended with the failed read
     assert children() == []
     # A reader gone while its child parses (killed, say): the child's parent is then another
     # process, which it checks between blocks, and it stops without its end mark.
     for parent, code in ((os.getpid(), 0), (1, 1)):
         out = subprocess.run(
-            [sys.executable, "-m", "servediff.readahead", str(records[1]), str(parent)],
+            [sys.executable, "-m", "servediff.records.ahead", str(records[1]), str(1 << 20), str(parent)],
             capture_output=True,
             check=False,
         )
         assert out.returncode == code
-        assert out.stdout.endswith(readahead.END) == (code == 0)
+        assert out.stdout.endswith(worker.END) == (code == 0)

@@ -17,10 +17,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from servediff import record
-from servediff.columns import FIELDS, Columns
-from servediff.lean_items import LeanItems
-from servediff.record import Item, RecordError, Run, read_run
+from servediff.records import LEAN, Item, ReadOptions, RecordError, Run, read_run
+from servediff.records.columns import FIELDS, Columns
+from servediff.records.lean import LeanItems
 from servediff.types import Completion
 from tests.helpers.records import write_shadow
 
@@ -94,17 +93,15 @@ def seen(item: Item) -> tuple[object, ...]:
     return (*(v for k, v in fields.items() if k not in skipped), keep)
 
 
-def lean_pair(paths: tuple[Path, Path]) -> tuple[Run, Run]:
-    a = read_run(paths[0], lean=True)
-    return a, read_run(paths[1], lean=True, beside=[a])
+def lean_pair(paths: tuple[Path, Path], options: ReadOptions = LEAN) -> tuple[Run, Run]:
+    a = read_run(paths[0], options)
+    return a, read_run(paths[1], options, beside=[a])
 
 
 @pytest.mark.parametrize("size", BLOCKS)
-def test_blocks_read_the_same_items_and_columns_as_lines(
-    records: tuple[Path, Path], size: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(record, "_BLOCK_BYTES", size)
-    lean = lean_pair(records)
+def test_blocks_read_the_same_items_and_columns_as_lines(records: tuple[Path, Path], size: int) -> None:
+    options = ReadOptions(block_bytes=size)
+    lean = lean_pair(records, options)
     for run, path in zip(lean, records):
         whole = read_run(path)
         assert list(run.items) == list(whole.items)  # the request sent twice: its own id (#2)
@@ -133,9 +130,9 @@ def edit(path: Path, out: Path, change: dict[int, bytes]) -> Path:
 
 @pytest.mark.parametrize("size", BLOCKS)
 def test_blank_lines_a_cut_last_line_and_no_last_newline_read_as_line_by_line(
-    records: tuple[Path, Path], tmp_path: Path, size: int, monkeypatch: pytest.MonkeyPatch
+    records: tuple[Path, Path], tmp_path: Path, size: int
 ) -> None:
-    monkeypatch.setattr(record, "_BLOCK_BYTES", size)
+    options = ReadOptions(block_bytes=size)
     data = records[0].read_bytes()
     cases = {
         "blank": edit(records[0], tmp_path / "blank.jsonl", {1: b"\n", 150: b"   \n"}),
@@ -145,18 +142,18 @@ def test_blank_lines_a_cut_last_line_and_no_last_newline_read_as_line_by_line(
     cases["cut"].write_bytes(data[:-25])
     cases["unterminated"].write_bytes(data[:-1])
     for path in cases.values():
-        lean, whole = read_run(path, lean=True), read_run(path)
+        lean, whole = read_run(path, options=options), read_run(path)
         assert [seen(i) for i in lean.items.values()] == [seen(i) for i in whole.items.values()]
         assert (lean.end, lean.torn, lean.unterminated) == (whole.end, whole.torn, whole.unterminated)
-    assert read_run(cases["cut"], lean=True).torn == ITEMS + 1
-    assert len(read_run(cases["blank"], lean=True).items) == ITEMS - 2
+    assert read_run(cases["cut"], options=options).torn == ITEMS + 1
+    assert len(read_run(cases["blank"], options=options).items) == ITEMS - 2
 
 
 @pytest.mark.parametrize("size", BLOCKS)
 def test_a_bad_line_in_a_block_is_named_as_line_by_line(
-    records: tuple[Path, Path], tmp_path: Path, size: int, monkeypatch: pytest.MonkeyPatch
+    records: tuple[Path, Path], tmp_path: Path, size: int
 ) -> None:
-    monkeypatch.setattr(record, "_BLOCK_BYTES", size)
+    options = ReadOptions(block_bytes=size)
     lines = records[0].read_bytes().splitlines(keepends=True)
     two = lines[300].rstrip(b"\n") + b", " + lines[301]  # two objects on one line: not one item
     cases = {
@@ -180,7 +177,7 @@ def test_a_bad_line_in_a_block_is_named_as_line_by_line(
         with pytest.raises(RecordError) as whole:
             read_run(path)
         with pytest.raises(RecordError) as lean:
-            read_run(path, lean=True)
+            read_run(path, options=options)
         assert str(lean.value) == str(whole.value), name
         assert f"{path}:{min(change) + 1}:" in str(lean.value), name
 
@@ -194,7 +191,7 @@ def test_an_id_read_twice_keeps_its_last_line_at_its_first_place(
     again = lines[40].replace(b'"latency_s": ', b'"latency_s": 9')  # the same id, another answer
     path = tmp_path / "twice.jsonl"
     path.write_bytes(b"".join([*lines[:300], again, *lines[300:]]))
-    lean, whole = read_run(path, lean=True), read_run(path)
+    lean, whole = read_run(path, options=ReadOptions()), read_run(path)
     assert isinstance(lean.items, dict) and len(lean.items) == ITEMS
     assert list(lean.items) == list(whole.items)
     assert [seen(i) for i in lean.items.values()] == [seen(i) for i in whole.items.values()]

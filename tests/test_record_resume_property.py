@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servediff.record import Header, RecordError, item_line, make_header, read_run
+from servediff.records import Header, RecordError, item_line, make_header, read_run
 from servediff.runner import pending_ids
 from servediff.types import Completion, SamplingParams
 from tests.helpers.records import suite_info

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from servediff.compare.replicas import replica_agreement
-from servediff.record import Run, read_run
+from servediff.records import Run, read_run
 from tests.helpers.records import Line, write_run
 
 

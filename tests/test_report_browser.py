@@ -15,7 +15,7 @@ from playwright.sync_api import sync_playwright
 
 from servediff.cli import main
 from servediff.compare.study import build_study
-from servediff.record import read_run
+from servediff.records import read_run
 from tests.report_fixtures import SCRIPT, write_study
 
 CHROMIUM = (

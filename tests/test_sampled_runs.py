@@ -7,7 +7,7 @@ from pathlib import Path
 
 from servediff.engines.knobs import LlamaKnobs
 from servediff.engines.llamacpp import LlamaCppEngine
-from servediff.record import read_run
+from servediff.records import read_run
 from servediff.runner import RunPlan, execute
 from servediff.suites import SuiteOptions, load_suite
 from servediff.suites.draws import draw_seed, expand

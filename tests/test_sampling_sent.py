@@ -17,7 +17,7 @@ import pytest
 from servediff.cli import main
 from servediff.engines.knobs import default_model_path
 from servediff.engines.server_sampling import sampling_body, sampling_defaults
-from servediff.record import SamplingInfo, read_run
+from servediff.records import SamplingInfo, read_run
 from servediff.suites.prompts import PROMPTS
 from servediff.types import SamplingParams
 from tests.conftest import LlamaServer, free_port

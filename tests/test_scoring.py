@@ -18,7 +18,7 @@ from servediff.engines.factory import EngineSpec, make_engine
 from servediff.engines.knobs import CONFIGS
 from servediff.engines.llamacpp import LlamaCppEngine
 from servediff.engines.openai_http import HTTPOptions
-from servediff.record import read_run
+from servediff.records import read_run
 from servediff.scoring import scoring_suite
 
 GSM8K = Path(__file__).parent / "data" / "gsm8k" / "test.jsonl"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from servediff.cli import main
-from servediff.record import read_run
+from servediff.records import read_run
 from tests.conftest import LlamaServer
 
 

@@ -25,8 +25,8 @@ from servediff.compare.divergence import RETOKENIZED_IDS
 from servediff.compare.loader import load
 from servediff.compare.mechanism import NEAR_TIE, RANK_CHANGE, measure_pair, pair_hazard, unlocated
 from servediff.compare.study import compare_runs
-from servediff.probe_record import read_probes
-from servediff.record import Run, read_run
+from servediff.records import Run, read_run
+from servediff.records.probes import read_probes
 from servediff.suites.prompts import PROMPTS
 from tests.conftest import LlamaServer, free_port
 

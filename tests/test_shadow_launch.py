@@ -17,7 +17,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from servediff.record import read_run
+from servediff.records import read_run
 from tests.conftest import free_port
 
 EXPERIMENT = """

@@ -21,7 +21,7 @@ from servediff.compare.loader import load
 from servediff.compare.mechanism import pair_hazard
 from servediff.compare.speed_table import speed_rows
 from servediff.compare.study import build_study
-from servediff.record import read_run
+from servediff.records import read_run
 from servediff.report import render
 from servediff.report.assembly import build
 from servediff.types import Completion

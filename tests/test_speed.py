@@ -19,7 +19,7 @@ from servediff.cli import main
 from servediff.compare import speed
 from servediff.compare.loader import load
 from servediff.engines.knobs import LlamaKnobs
-from servediff.record import Run, read_run
+from servediff.records import Run, read_run
 from servediff.report.assembly import build
 from servediff.types import Completion, Sample, SamplingParams
 from tests.conftest import LlamaServer

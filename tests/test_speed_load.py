@@ -21,7 +21,7 @@ from servediff.cli import main
 from servediff.compare.speed import LOAD_CHANGE, run_load
 from servediff.experiment.plan import interleaved
 from servediff.machine import usable_cores
-from servediff.record import read_run
+from servediff.records import read_run
 
 
 def test_the_plan_interleaves_configurations_abba() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from servediff.compare.divergence import find_divergence
 from servediff.compare.quality import subject
 from servediff.compare.study import Study
-from servediff.record import Item, Run
+from servediff.records import Item, Run
 
 COLUMNS = (
     "suite", "label", "repeat", "item_id", "error", "text", "sha256", "n_tokens", "finish_reason",

@@ -26,10 +26,9 @@ from servediff.compare.divergence import (
     first_char_difference,
     token_texts,
 )
-from servediff.compare.mechanism import ProbeSet
 from servediff.engines import Prober
-from servediff.probe_record import ProbeHeader, ProbeLine, read_probes, run_ref
-from servediff.record import Item, Run
+from servediff.records import Item, Run
+from servediff.records.probes import ProbeHeader, ProbeLine, ProbeSet, read_probes, run_ref
 from servediff.types import Sample
 
 

@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from servediff.engines import Engine
 from servediff.machine import load_now
-from servediff.record import (
+from servediff.records import (
     Header,
     RecordError,
     SuiteInfo,

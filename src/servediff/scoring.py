@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from servediff.hashing import file_sha256
-from servediff.record import HEADER_START, read_run
+from servediff.records import read_run
+from servediff.records.schema import HEADER_START
 from servediff.suites.base import Suite, jsonl_rows
 from servediff.suites.sampling import first_n, random_n
 from servediff.textfile import utf8_lines

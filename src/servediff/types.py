@@ -1,7 +1,7 @@
 """The values that flow through servediff: suite items in, completions out.
 
 These are plain frozen dataclasses because they sit on the hot path (one per request);
-validation happens once, at the file boundary, in ``servediff.record``.
+validation happens once, at the file boundary, in ``servediff.records``.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servediff.record import read_run
+from servediff.records import read_run
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servediff.record import SuiteInfo, item_line, make_header
+from servediff.records import SuiteInfo, item_line, make_header
 from servediff.suites.base import Score
 from servediff.types import Completion, SamplingParams, TokenLogprob
 

@@ -12,7 +12,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from servediff.argtypes import count, fraction, nonnegative_float, output_file, output_folder, positive_int
 from servediff.audit.names import ENGINES, WORKLOADS

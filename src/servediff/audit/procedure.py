@@ -17,7 +17,7 @@ from pathlib import Path
 from servediff.audit.conduct import ROLES, AuditOptions, Target, launched_target, run_target
 from servediff.audit.workload import PlanOptions
 from servediff.compare.audit import AuditAnalysis, analyze, side
-from servediff.record import read_run
+from servediff.records import read_run
 from servediff.types import SamplingParams
 
 

@@ -3,14 +3,13 @@
     servediff compare runs/*.jsonl --md report.md
     servediff compare runs/*.jsonl --json --margin 0.02     # a check: exit 1 unless non-inferior
 
-``add_study_options`` and ``pairs_begun`` are shared with ``servediff report``, which reads the
+``add_study_options`` and ``reading`` are shared with ``servediff report``, which reads the
 records the same way.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -21,7 +20,11 @@ from servediff.argtypes import fraction, nonnegative_float, output_file
 from servediff.commands.grammar import Parser
 
 if TYPE_CHECKING:
-    from servediff.halves import Begun
+    from servediff.records import Reading, ReadOptions
+
+# How compare and report read the records (None: ``records.ReadOptions()``); a test reads small
+# records the way large ones are read by setting other options here.
+READ_OPTIONS: ReadOptions | None = None
 
 NAME = "compare"
 HELP = "compare run records: control, identity, every divergence"
@@ -66,53 +69,42 @@ def add_study_options(p: argparse.ArgumentParser) -> None:
 
 
 @contextmanager
-def pairs_begun(paths: Sequence[Path]) -> Iterator[dict[tuple[Path, Path], Begun]]:
-    """A large shadow segment's read in halves begun (``halves.begin_pairs``) before this process
-    imports the analysis (~0.6 s, scipy.special's ~0.2 s for the hazard's interval among it): the
-    children read meanwhile, and ``load`` finishes their reads. No child outlives the block."""
-    from servediff.halves import begin_pairs
+def reading(paths: Sequence[Path]) -> Iterator[Reading]:
+    """The records' read begun (``records.Reading``: a large shadow segment's children reading it
+    in halves) before this process imports the analysis (~0.6 s, scipy.special's ~0.2 s for the
+    hazard's interval among it), in the memory an analysis runs in (``memory.for_analysis``);
+    ``load`` finishes the read. No child outlives the block."""
+    from servediff.memory import for_analysis
+    from servediff.records import Reading, ReadOptions
 
-    begun = begin_pairs(paths)
-    try:
-        if begun:
+    with for_analysis(), Reading(paths, READ_OPTIONS or ReadOptions()) as begun:
+        if begun.halves:
             import scipy.special  # noqa: F401
         yield begun
-    finally:
-        for pair in begun.values():
-            pair.close()
 
 
 def main(args: argparse.Namespace) -> int:
-    with pairs_begun(args.runs) as begun:
+    with reading(args.runs) as begun:
         return _compare(args, begun)
 
 
-def _compare(args: argparse.Namespace, begun: dict[tuple[Path, Path], Begun]) -> int:
+def _compare(args: argparse.Namespace, begun: Reading) -> int:
     from servediff.compare.loader import load
     from servediff.compare.study import require_comparison
-    from servediff.gcpause import gc_paused
-    from servediff.hugepages import numpy_without_huge_pages
     from servediff.report import render
     from servediff.report.assembly import build
 
-    numpy_without_huge_pages()
-
     margin = 0.01 if args.margin is None else args.margin  # the report's margin when none is asked
     study, options = load(
-        args.runs,
+        begun,
         force=args.force,
         title=args.title,
         near_tie=args.near_tie,
         margin=margin,
         checkpoints=args.checkpoints,
-        begun=begun,
     )
     require_comparison(study)
-    # The records stay alive to the end: moving them out of the cyclic GC's view keeps its
-    # full collections from re-scanning 100,000s of items while the report model allocates.
-    gc.freeze()
-    with gc_paused():
-        report = build(study, options)
+    report = build(study, options)
     if args.json:
         render.write_reports(report, render.Outputs(md=args.md))
         sys.stdout.flush()  # anything printed before goes out first
@@ -133,5 +125,3 @@ def _compare(args: argparse.Namespace, begun: dict[tuple[Path, Path], Begun]) ->
     for line in failed:
         print(f"check failed: {line}", file=sys.stderr)
     return 1 if failed else 0
-
-

@@ -1,6 +1,6 @@
 """``servediff configs``: list the named embedded llama.cpp configurations.
 
-    servediff configs --config-file knobs.toml
+servediff configs --config-file knobs.toml
 """
 
 from __future__ import annotations

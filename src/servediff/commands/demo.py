@@ -1,7 +1,7 @@
 """``servediff demo``: the whole study on embedded llama.cpp (stock, stock again, tuned → report.md).
 
-    servediff demo
-    servediff demo --engine hf --only fp16
+servediff demo
+servediff demo --engine hf --only fp16
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``servediff export``: run records as a table, one row per (item, configuration run).
 
-    servediff export runs/*.jsonl --csv items.csv
+servediff export runs/*.jsonl --csv items.csv
 """
 
 from __future__ import annotations
@@ -31,10 +31,11 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
 def main(args: argparse.Namespace) -> int:
     from servediff.compare.loader import load
     from servediff.export import rows, write_csv, write_parquet
+    from servediff.records import WHOLE
 
     if not (args.csv or args.parquet):
         raise UsageError("give --csv PATH and/or --parquet PATH")
-    table = rows(load(args.runs, force=args.force, lean=False)[0])  # every field of every item
+    table = rows(load(args.runs, force=args.force, reading=WHOLE)[0])  # every field of every item
     for path, write in ((args.csv, write_csv), (args.parquet, write_parquet)):
         if path:
             write(table, path)

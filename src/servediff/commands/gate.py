@@ -1,6 +1,6 @@
 """``servediff gate``: a CI gate, is the candidate non-inferior to the control? (sequential, exit 0/1/2)
 
-    servediff gate --config-a stock --config-b tuned --suite gsm8k --margin 0.02
+servediff gate --config-a stock --config-b tuned --suite gsm8k --margin 0.02
 """
 
 from __future__ import annotations
@@ -11,7 +11,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from servediff.argtypes import count, fraction, int_range, output_file, output_folder, positive_int, proportion
+from servediff.argtypes import (
+    count,
+    fraction,
+    int_range,
+    output_file,
+    output_folder,
+    positive_int,
+    proportion,
+)
 from servediff.commands.grammar import Parser
 
 if TYPE_CHECKING:

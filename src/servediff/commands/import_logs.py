@@ -73,7 +73,6 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
 def main(args: argparse.Namespace) -> int:
     from servediff.importers import (
         IMPORTERS,
-        Imported,
         ImportOptions,
         LogImportError,
         check_target,

@@ -1,7 +1,7 @@
 """``servediff models``: the models servediff can fetch by name; ``models fetch NAME`` fetches one.
 
-    servediff models
-    servediff models fetch qwen2.5-coder-0.5b
+servediff models
+servediff models fetch qwen2.5-coder-0.5b
 """
 
 from __future__ import annotations

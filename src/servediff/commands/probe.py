@@ -50,7 +50,7 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
 def main(args: argparse.Namespace) -> int:
     from servediff.engines.factory import ProbeTargets, run_probers
     from servediff.probe import probe_pair
-    from servediff.record import read_run
+    from servediff.records import read_run
 
     runs = (read_run(args.run_a), read_run(args.run_b))
     if bool(args.base_url_a) != bool(args.base_url_b):

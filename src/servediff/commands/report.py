@@ -2,7 +2,7 @@
 
     servediff report runs/*.jsonl --html report.html
 
-Reads the records as ``servediff compare`` does (its study options and its halves begun early).
+Reads the records as ``servediff compare`` does (its study options and its read begun early).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servediff.argtypes import fraction, output_file
-from servediff.commands.compare import add_study_options, pairs_begun
+from servediff.commands.compare import add_study_options, reading
 from servediff.commands.grammar import Parser
 
 if TYPE_CHECKING:
-    from servediff.halves import Begun
+    from servediff.records import Reading
 
 NAME = "report"
 HELP = "write the HTML (and/or Markdown) report of run records"
@@ -37,28 +37,24 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    with pairs_begun(args.runs) as begun:
+    with reading(args.runs) as begun:
         return _report(args, begun)
 
 
-def _report(args: argparse.Namespace, begun: dict[tuple[Path, Path], Begun]) -> int:
+def _report(args: argparse.Namespace, begun: Reading) -> int:
     from servediff.compare.loader import load
-    from servediff.hugepages import numpy_without_huge_pages
     from servediff.report import render
     from servediff.report.assembly import build
-
-    numpy_without_huge_pages()
 
     # The same study and model compare builds: runs, probe records beside them, the two thresholds.
     report = build(
         *load(
-            args.runs,
+            begun,
             force=args.force,
             title=args.title,
             near_tie=args.near_tie,
             margin=args.margin,
             checkpoints=args.checkpoints,
-            begun=begun,
         )
     )
     if not (args.html or args.md):
@@ -67,5 +63,3 @@ def _report(args: argparse.Namespace, begun: dict[tuple[Path, Path], Begun]) -> 
     for path in render.write_reports(report, render.Outputs(html=args.html, md=args.md)):
         print(f"wrote {path}")
     return 0
-
-

@@ -16,7 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servediff.argtypes import count, int_range, nonnegative_float, nucleus, output_file, positive_float, positive_int
+from servediff.argtypes import (
+    count,
+    int_range,
+    nonnegative_float,
+    nucleus,
+    output_file,
+    positive_float,
+    positive_int,
+)
 from servediff.commands.grammar import Parser, UsageError
 from servediff.option_rules import RUN_RULES
 from servediff.types import MAX_SAMPLES
@@ -295,5 +303,3 @@ def main(args: argparse.Namespace) -> int:
         )
         return 2
     return 0
-
-

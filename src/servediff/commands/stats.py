@@ -1,7 +1,7 @@
 """``servediff stats``: accuracy CIs, exact McNemar and sample sizes from counts you already have.
 
-    servediff stats mcnemar --b 8 --c 0
-    servediff stats power --delta 0.02 --discordance 0.1
+servediff stats mcnemar --b 8 --c 0
+servediff stats power --delta 0.02 --discordance 0.1
 """
 
 from __future__ import annotations

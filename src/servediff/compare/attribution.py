@@ -33,7 +33,7 @@ from servediff.compare.mechanism import pair_hazard, unlocated
 from servediff.compare.quality import PairQuality, compare_scored, is_scored
 from servediff.compare.study import Configuration, PairResult, Study, compare_runs
 from servediff.compare.vocabulary import DesignKind
-from servediff.record import Run
+from servediff.records import Run
 
 FactorSet = tuple[str, ...]
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from servediff.compare.agreement import Agreement, Output, compare, distinct
 from servediff.compare.binomial import Bound, Ratio, throughput_ratio, upper_bound
-from servediff.record import Item, Run
+from servediff.records import Item, Run
 
 Verdict = Literal["pass", "fail", "too weak", "error"]
 EXIT: dict[Verdict, int] = {"pass": 0, "fail": 1, "too weak": 2, "error": 2}

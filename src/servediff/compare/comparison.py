@@ -36,7 +36,7 @@ from servediff.compare.mechanism import (
 from servediff.compare.sampled import is_sampled
 from servediff.compare.study import PairResult
 from servediff.compare.vocabulary import ControlVerdict, DivergenceClass, Kind
-from servediff.record import Item
+from servediff.records import Item
 
 TopK = tuple[tuple[str, float], ...]
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from servediff.record import Item, Run
+from servediff.records import Item, Run
 
 if TYPE_CHECKING:
-    from servediff.lean_items import LeanItems
+    from servediff.records.lean import LeanItems
 
 CONTEXT_CHARS = 60
 
@@ -52,7 +52,7 @@ class Divergence(msgspec.Struct, frozen=True, gc=False):
     # them (not slices of their texts, nor their ids to look up again) costs a divergence nothing
     # of its own; at 300,000 divergences the copies and the second look-ups were ~1 s and ~0.1 GB.
     # None until first read where ``source`` can make them: two lean reads and the position
-    # (``servediff.lean_items``). A Markdown report reads the items of the 1,000 divergences it
+    # (``servediff.records.lean``). A Markdown report reads the items of the 1,000 divergences it
     # shows; made for all 300,000 of a million-item shadow compare they were 0.13 GB and 0.3 s.
     items: tuple[Item, Item] | None
     source: tuple[LeanItems[Item], LeanItems[Item], int] | None = None

@@ -20,7 +20,7 @@ from servediff.compare.speed import Interval
 from servediff.compare.stats import Interval as Bounds
 from servediff.compare.study import PairResult, Study
 from servediff.compare.vocabulary import Kind
-from servediff.record import Item, Run
+from servediff.records import Item, Run
 
 
 @dataclass(frozen=True, slots=True)

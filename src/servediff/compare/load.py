@@ -34,7 +34,7 @@ from servediff.compare import mechanism as mech
 from servediff.compare import speed as sp
 from servediff.compare.quality import Accuracy, PairQuality, accuracy, compare_scored, is_scored
 from servediff.compare.study import Configuration, Study, compare_runs
-from servediff.record import Run
+from servediff.records import Run
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,8 @@ from servediff.compare.divergence import Divergence, Point
 from servediff.compare.sampled import is_sampled
 from servediff.compare.study import PairResult
 from servediff.compare.vocabulary import DivergenceClass
-from servediff.record import Item
+from servediff.records import Item
+from servediff.records.probes import ProbeEntry, ProbeSet
 
 NEAR_TIE: Final = "near-tie flip"
 RANK_CHANGE: Final = "rank change"
@@ -60,20 +61,6 @@ class Distribution:
     @property
     def gap(self) -> float | None:
         return self.top[0][1] - self.top[1][1] if len(self.top) >= 2 else None
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeEntry:
-    """One probe line: the top-k after prompt + common prefix under one configuration."""
-
-    item_id: str
-    side: str  # "a" or "b"
-    token_index: int
-    top: tuple[tuple[str, float], ...]
-    ids: tuple[int, ...] | None
-    method: str
-    error: str | None = None
-    tokens: tuple[str | None, str | None] | None = None  # A's, B's token text (retokenized runs)
 
 
 # A msgspec struct, as Point is: one per divergence (see compare.divergence).
@@ -409,19 +396,6 @@ def pair_hazard(
         return None, left_out
     events, exposure = hz.survival(usable)
     return (hz.estimate(events, exposure) if exposure > 0 else None), left_out
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeSet:
-    """A probe record read back: which two runs it probed, and its entries."""
-
-    path: str
-    suite: str
-    a: tuple[str, int]  # (label, repeat)
-    b: tuple[str, int]
-    k: int
-    template_source: str | None
-    entries: dict[tuple[str, str], ProbeEntry]
 
 
 @dataclass(frozen=True, slots=True)

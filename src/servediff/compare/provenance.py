@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from servediff.record import Header
+from servediff.records import Header
 
 # How the model was asked (prompt template, solver, few-shot count, chat template) and how it
 # was scored (filter, metric, scorer and its options).

@@ -19,8 +19,8 @@ from servediff.compare import stats
 from servediff.compare.stats import Interval, PairedCounts
 from servediff.compare.study import PairResult, Study
 from servediff.compare.vocabulary import Kind, QualityVerdict
-from servediff.lean_items import LeanItems
-from servediff.record import Item, Run
+from servediff.records import Item, Run
+from servediff.records.lean import LeanItems
 
 
 @dataclass(frozen=True, slots=True)

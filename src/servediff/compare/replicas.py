@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from servediff.record import Run
+from servediff.records import Run
 
 Output = tuple[str, tuple[int, ...] | None]
 

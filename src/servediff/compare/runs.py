@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from itertools import compress, repeat
 
 from servediff.compare.study import Study
-from servediff.lean_items import LeanItems
-from servediff.record import Run
+from servediff.records import Run
+from servediff.records.lean import LeanItems
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from servediff.compare.sampled_divergence import FirstDivergences, first_diverge
 from servediff.compare.stats import Interval, verdict
 from servediff.compare.study import PairResult, Study
 from servediff.compare.vocabulary import Kind, QualityVerdict
-from servediff.record import Run
+from servediff.records import Run
 from servediff.suites.draws import SEP
 
 # scipy.stats is imported inside the functions that use it: importing it costs ~0.6 s, which a

@@ -46,9 +46,9 @@ from typing import Literal, cast, overload
 
 import numpy as np
 
-from servediff.columns import Columns
-from servediff.lean_items import id_list
-from servediff.record import Item, Run
+from servediff.records import Item, Run
+from servediff.records.columns import Columns
+from servediff.records.lean import id_list
 
 RESAMPLES = 2000
 SEED = 20261201

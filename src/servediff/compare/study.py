@@ -31,8 +31,8 @@ from servediff.compare.divergence import (
 )
 from servediff.compare.provenance import setup_problems, tie_warning, unknown_temperature
 from servediff.compare.vocabulary import Kind
-from servediff.lean_items import LeanItems, id_list
-from servediff.record import Item, Run
+from servediff.records import Item, Run
+from servediff.records.lean import LeanItems, id_list
 
 
 class CompareError(ValueError):

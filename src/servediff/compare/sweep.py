@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from servediff.compare.loader import is_sweep
 from servediff.compare.study import Study
-from servediff.record import Run
+from servediff.records import Run
 
 LONG_SWEEP = 30  # prompts: beyond this, list only those with more than one distinct output
 

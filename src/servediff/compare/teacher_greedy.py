@@ -18,7 +18,7 @@ import statistics
 from dataclasses import dataclass
 
 from servediff.compare.kl_runs import positions
-from servediff.record import Run
+from servediff.records import Run
 
 
 @dataclass(frozen=True, slots=True)

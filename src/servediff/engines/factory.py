@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from servediff.engines.llamacpp import LlamaCppEngine
     from servediff.engines.openai_http import HTTPEngine
     from servediff.engines.template import ChatTemplate
-    from servediff.record import Run
+    from servediff.records import Run
 
 KINDS = ("llamacpp", "hf", "http")
 

@@ -36,7 +36,7 @@ from servediff.experiment.session import LEDGER, Session, say, session, template
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
 from servediff.probe import probe_sides
-from servediff.record import RecordError, Run, annotate, read_run
+from servediff.records import RecordError, Run, annotate, read_run
 from servediff.report.model import Report
 from servediff.report.wording import flag_line, replica_line
 from servediff.runner import RunPlan, RunResult, execute

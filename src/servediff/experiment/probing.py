@@ -22,8 +22,8 @@ from servediff.compare.divergence import divergence_points
 from servediff.experiment.plan import Slot
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
 from servediff.filename import file_stem
-from servediff.probe_record import probes_complete
-from servediff.record import RecordError, Run, read_run
+from servediff.records import RecordError, Run, read_run
+from servediff.records.probes import read_record
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +80,26 @@ def pending(slot: ProbeSlot, k: int) -> tuple[Run, Run] | None:
     if runs is None or not divergence_points(*runs):
         return None
     return None if probes_complete(slot.path, runs, slot.side, k) else runs
+
+
+def probes_complete(path: Path, runs: tuple[Run, Run], sides: str, k: int) -> bool:
+    """True when ``path`` probed exactly these runs (same fingerprints, as finished now) at this k,
+    on these sides, with an error-free line at every divergence: what resume may reuse."""
+    try:
+        head, done = read_record(path)
+    except (OSError, UnicodeDecodeError, RecordError):
+        return False
+    # The fingerprint names a run; the path it was read from is not part of its identity.
+    if (head.a.fingerprint, head.b.fingerprint, head.k, head.sides) != (
+        runs[0].header.fingerprint(),
+        runs[1].header.fingerprint(),
+        k,
+        sides,
+    ):
+        return False
+    for p, _, _ in divergence_points(*runs):
+        for side in sides:
+            e = done.entries.get((p.item_id, side))
+            if e is None or e.error or e.token_index != p.index:
+                return False
+    return True

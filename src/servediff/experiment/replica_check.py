@@ -14,7 +14,7 @@ from typing import Any
 from servediff.compare.replicas import replica_agreement
 from servediff.engines import Engine
 from servediff.experiment.plan import Slot
-from servediff.record import RecordError, read_header, read_run
+from servediff.records import RecordError, read_header, read_run
 from servediff.runner import RunPlan, execute
 from servediff.suites.draws import expand
 

@@ -27,7 +27,7 @@ from servediff.experiment.plan import Slot
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import ConfigSpec, Experiment
 from servediff.filename import file_stem
-from servediff.record import read_run
+from servediff.records import read_run
 from servediff.redaction import redact_argv
 from servediff.runner import RunResult
 

@@ -29,7 +29,7 @@ from servediff.compare.sequential import Tally
 from servediff.engines import Engine
 from servediff.filename import file_stem
 from servediff.gate.result import Checkpoint, Determinism, GateReport
-from servediff.record import Run, read_run
+from servediff.records import Run, read_run
 from servediff.runner import RunPlan, execute
 from servediff.suites import Suite
 from servediff.types import SamplingParams

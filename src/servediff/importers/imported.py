@@ -18,7 +18,7 @@ from typing import Any
 from servediff import __version__
 from servediff.compare.provenance import setup_problems
 from servediff.filename import file_stem
-from servediff.record import Header, Item, SamplingInfo, SuiteInfo, read_run
+from servediff.records import Header, Item, SamplingInfo, SuiteInfo, read_run
 
 PAIR_KEY = "pair_key"  # item metadata: what must match for two imported items to be one item
 

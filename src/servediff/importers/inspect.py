@@ -33,7 +33,7 @@ from servediff.importers.imported import (
     suite_info,
 )
 from servediff.importers.inspect_log import Log, Sample, Score, completeness, deduplicated, load
-from servediff.record import Item, SamplingInfo, sha256_text
+from servediff.records import Item, SamplingInfo, sha256_text
 
 FORMAT = "inspect EvalLog"
 

@@ -48,7 +48,7 @@ from servediff.importers.imported import (
     read_text,
     suite_info,
 )
-from servediff.record import Item, SamplingInfo, sha256_text
+from servediff.records import Item, SamplingInfo, sha256_text
 
 FORMAT = "lm-eval log_samples"
 # The sample fields this reader relies on; they have been stable since lm-eval 0.4.3

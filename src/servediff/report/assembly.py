@@ -28,7 +28,7 @@ from servediff.compare.speed_table import speed_rows
 from servediff.compare.study import Configuration, Study
 from servediff.compare.sweep import sweeps
 from servediff.compare.verdicts import verdicts
-from servediff.record import Run
+from servediff.records import Run
 from servediff.redaction import redact_argv
 from servediff.report import cluster_view, experiment_view
 from servediff.report.model import (

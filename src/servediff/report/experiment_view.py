@@ -14,7 +14,7 @@ from typing import Any
 
 from servediff.compare.loader import is_sweep
 from servediff.compare.study import Study
-from servediff.record import Run
+from servediff.records import Run
 from servediff.report.model import Claim, ClaimGroup
 
 FLAGGED = ("NOT ENGAGED", "NOT CONFIGURED")

@@ -24,7 +24,7 @@ from servediff.compare.shadow import ShadowSegment
 from servediff.compare.speed_table import SpeedRow
 from servediff.compare.sweep import Sweep
 from servediff.compare.verdicts import Verdict
-from servediff.record import SamplingInfo
+from servediff.records import SamplingInfo
 
 SCHEMA_VERSION = 1
 

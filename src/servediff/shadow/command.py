@@ -1,7 +1,7 @@
 """``servediff shadow``: its grammar beside its handler (parsing loads no aiohttp).
 
-    servediff shadow --primary http://a:8000 --candidate http://b:8000 --listen 127.0.0.1:9000 --out shadow/
-    servediff shadow --experiment pair.toml --listen 127.0.0.1:9000 --out shadow/
+servediff shadow --primary http://a:8000 --candidate http://b:8000 --listen 127.0.0.1:9000 --out shadow/
+servediff shadow --experiment pair.toml --listen 127.0.0.1:9000 --out shadow/
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any
 
 from servediff.argtypes import count, host_port, output_folder, positive_float, positive_int, proportion
 from servediff.commands.grammar import Parser, UsageError
-
 
 NAME = "shadow"
 HELP = "proxy live traffic to the primary and replay it on a candidate, recording both"

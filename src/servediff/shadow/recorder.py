@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from servediff.compare.divergence import first_difference
-from servediff.record import SuiteInfo, item_line, make_header
+from servediff.records import SuiteInfo, item_line, make_header
 from servediff.shadow.request import Mirrored
 from servediff.types import Completion, SamplingParams
 

@@ -7,15 +7,15 @@ The proxy writes a request's two answers one after the other, so the two records
 hold the same ids in the same order (``shadow.recorder``). Read one after the other, at a
 million items a side, each was seconds of JSON decoding on one core, and every text of the first
 was kept until the second was read to compare with it. Here each process reads its half of both
-records in step, block by block, the same way a lean read decodes a block (``record``), and
+records in step, block by block, the same way a lean read decodes a block (``blocks``), and
 compares the two texts of each id as soon as both are decoded: the texts are then let go,
 except where an item is kept whole on either side. A text left out is read back from its record
 when an item is made (``LeanItems.text_at``: the report reads a sample of the divergent ones).
-The child writes its half's columns as one MessagePack message to an anonymous in-memory file.
+The child writes its half's columns as one frame (``worker``).
 
 This is a fast path only. Anything it does not take as it is (a blank, bad or cut line, ids
 not the same on both sides, an id twice, the child failing) leaves the pair to the ordinary
-read (``record.read_run``), which reads the same and says what is wrong where something is;
+read (``reader.read_run``), which reads the same and says what is wrong where something is;
 what the two reads give is the same (``tests/test_halves.py``).
 """
 
@@ -26,7 +26,7 @@ import mmap
 import os
 import sys
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from itertools import compress
 from operator import ne
 from pathlib import Path
@@ -34,33 +34,15 @@ from typing import IO, Any, NamedTuple
 
 import msgspec
 
-from servediff.lean_items import Block, LeanItems, Placed, block_of, put_times
-from servediff.readahead import Child, cores
-from servediff.record import (
-    Item,
-    RecordError,
-    Run,
-    decode_block,
-    lean_item,
-    lean_line,
-    open_run,
-    read_header,
-    share_tokens,
-    whole_item,
-    with_items_as_suite,
-)
+from servediff.records.blocks import LineBlocks, decode_block
+from servediff.records.lean import Block, LeanItems, block_of, put_times
+from servediff.records.placed import Placed
+from servediff.records.reader import Run, open_run, share_tokens, with_items_as_suite
+from servediff.records.schema import Header, Item, RecordError, lean_item, lean_line, whole_item
+from servediff.records.text_at import TextAt
+from servediff.records.worker import Child, Frames, exit_if_orphaned
 
-# Records smaller than this are read the ordinary way: a child's start (~0.3 s of imports)
-# costs more than reading them.
-PAIR_BYTES = 64 << 20
-# The part of the items read here. The child starts reading while this process imports the
-# analysis (``begin_pairs``), and this one then takes the child's half in: at a million items a
-# side, half each finished within 0.1-0.2 s of one another.
-SHARE = 0.5
-_BLOCK_BYTES = 1 << 20  # as a lean read's blocks
 _WINDOW = 64 << 20  # how far from where it is expected the second half's first id is looked for
-_LENGTH = 8  # the child's message: its length (8 bytes, little-endian), its MessagePack, END
-END = b"servediff halves: end\n"
 
 
 class Irregular(Exception):
@@ -85,34 +67,6 @@ class Half(msgspec.Struct, array_like=True, gc=False):
     differ: list[int]
 
 
-def pairs(paths: Sequence[Path]) -> list[tuple[Path, Path]]:
-    """Each shadow segment's two records among ``paths`` that are worth reading in halves: the
-    only two records of their segment, both at least ``PAIR_BYTES``."""
-    if cores() < 2 or not hasattr(os, "memfd_create"):
-        return []
-    sizes = {}
-    for p in paths:
-        try:
-            sizes[p] = p.stat().st_size
-        except OSError:
-            sizes[p] = 0  # the ordinary read says what is wrong
-    if all(size < PAIR_BYTES for size in sizes.values()):
-        return []
-    by_segment: dict[str, list[Path]] = {}
-    for p in paths:
-        try:
-            header = read_header(p)
-        except RecordError:
-            continue  # not a run record (a probe record), or one the ordinary read refuses
-        if "shadow" in header.extra:
-            by_segment.setdefault(header.suite.name, []).append(p)
-    return [
-        (where[0], where[1])
-        for where in by_segment.values()
-        if len(where) == 2 and where[0] != where[1] and all(sizes[p] >= PAIR_BYTES for p in where)
-    ]
-
-
 class Begun:
     """A pair's read in halves under way: the child reading the second half started (``begin``),
     this process's half not yet read (``finish``)."""
@@ -124,8 +78,10 @@ class Begun:
         sizes: tuple[int, int],
         split: tuple[int, int],
         child: _Child,
+        block_bytes: int,
     ) -> None:
         self.runs, self.files, self.sizes, self.split, self.child = runs, files, sizes, split, child
+        self.block_bytes = block_bytes
 
     def finish(self) -> tuple[Run, Run] | None:
         """The two runs, or None where the fast path does not take them (the caller reads them
@@ -133,7 +89,7 @@ class Begun:
         try:
             (fa, fb), (ra, rb), split = self.files, self.runs, self.split
             try:
-                own = read_half(fa, (ra.end, split[0]), fb, (rb.end, split[1]), first=True)
+                own = read_half((fa, fb), ((ra.end, split[0]), (rb.end, split[1])), self.block_bytes)
             except Irregular:
                 return None
             theirs = self.child.half()
@@ -150,9 +106,15 @@ class Begun:
             f.close()
 
 
-def begin(path_a: Path, path_b: Path) -> Begun | None:
-    """A shadow segment's two records' read in halves, the child started; None where the fast
-    path does not take them."""
+def begin(
+    paths: tuple[Path, Path], headers: tuple[Header, Header], share: float, block_bytes: int
+) -> Begun | None:
+    """A shadow segment's two records' read in halves (their headers read already), the child
+    started; None where the fast path does not take them. ``share``: the part of the items read
+    here. The child starts reading while this process imports the analysis (``plan.Reading``),
+    and this one then takes the child's half in: at a million items a side, half each finished
+    within 0.1-0.2 s of one another."""
+    path_a, path_b = paths
     try:
         fa = path_a.open("rb")
     except OSError:
@@ -166,36 +128,18 @@ def begin(path_a: Path, path_b: Path) -> Begun | None:
     sizes = os.fstat(fa.fileno()).st_size, os.fstat(fb.fileno()).st_size
     split = child = None
     try:
-        runs = open_run(path_a, fa), open_run(path_b, fb)
+        runs = open_run(path_a, fa, headers[0]), open_run(path_b, fb, headers[1])
         if not (runs[0].unterminated or runs[1].unterminated):
-            split = _split(fa, runs[0].end, sizes[0], fb, runs[1].end, sizes[1])
+            split = _split((fa, fb), (runs[0].end, runs[1].end), sizes, share)
         if split is not None:
-            child = _Child.start(path_a, path_b, split, sizes)
+            child = _Child.start(paths, split, sizes, block_bytes)
     except RecordError:
         pass
     if split is None or child is None:
         fa.close()
         fb.close()
         return None
-    return Begun(runs, files, sizes, split, child)
-
-
-def begin_pairs(paths: Sequence[Path]) -> dict[tuple[Path, Path], Begun]:
-    """``begin`` for each of ``pairs(paths)`` that it takes: started before anything else a
-    compare does (its imports), the children read while this process gets ready."""
-    out = {}
-    for a, b in pairs(paths):
-        begun = begin(a, b)
-        if begun is not None:
-            out[(a, b)] = begun
-    return out
-
-
-def read_pair(path_a: Path, path_b: Path) -> tuple[Run, Run] | None:
-    """The two records of a shadow segment, read in halves; None where the fast path does not
-    take them (the caller reads them the ordinary way)."""
-    begun = begin(path_a, path_b)
-    return None if begun is None else begun.finish()
+    return Begun(runs, files, sizes, split, child, block_bytes)
 
 
 def _assemble(
@@ -222,20 +166,27 @@ def _assemble(
     a.pair(b, own.differ + [n + k for k in theirs.differ])
     a.twinned = b.twinned = len(ids)
     for run, store, mine, size in zip(runs, stores, (own.a, own.b), sizes):
-        store.text_at = _TextAt(run.path, mine.offsets, ids, size)
+        store.text_at = TextAt(run.path, mine.offsets, ids, size)
         run.items, run.columns, run.end = store, store.columns(), size
         with_items_as_suite(run)
     return runs
 
 
 def read_half(
-    fa: IO[bytes], ra: tuple[int, int], fb: IO[bytes], rb: tuple[int, int], first: bool, parent: int = 0
+    files: tuple[IO[bytes], IO[bytes]],
+    spans: tuple[tuple[int, int], tuple[int, int]],
+    block_bytes: int,
+    parent: int = 0,
 ) -> _Pair:
-    """The items of ``fa`` in the byte range ``ra`` and of ``fb`` in ``rb``, read in step.
-    ``first``: the ranges start at each record's first item, read whole as an ordinary read
-    does. ``parent``: in the child, the process it reads for (it stops when that is gone)."""
+    """The items of each file in its byte range (``spans``), read in step. Here (no ``parent``)
+    the ranges start at each record's first item, read whole as an ordinary read does; in the
+    child, ``parent`` is the process it reads for (it stops when that is gone)."""
     sides = _Columns(keep_ids=True), _Columns(keep_ids=False)
-    reads = _blocks(fa, *ra, first), _blocks(fb, *rb, first)
+    first = not parent
+    reads = (
+        _blocks(files[0], *spans[0], first, block_bytes),
+        _blocks(files[1], *spans[1], first, block_bytes),
+    )
     live = [True, True]
     done = 0
     differ: list[int] = []
@@ -245,8 +196,8 @@ def read_half(
         if got is None:
             live[k] = False
             continue
-        if parent and os.getppid() != parent:
-            os._exit(1)  # the reading process is gone: so is the point
+        if parent:
+            exit_if_orphaned(parent)
         sides[k].add(*got)
         m = min(sides[0].n, sides[1].n)
         if m > done:
@@ -349,7 +300,9 @@ class _Columns:
         return Side(block, self.texts, self.offsets.tobytes())
 
 
-def _blocks(f: IO[bytes], start: int, stop: int, first: bool) -> Iterator[tuple[Block, array[int]]]:
+def _blocks(
+    f: IO[bytes], start: int, stop: int, first: bool, block_bytes: int
+) -> Iterator[tuple[Block, array[int]]]:
     """The item lines of ``f`` in ``start:stop``, as the columns of blocks of them (a lean
     read's, ``block_of``) and where each line starts. ``first``: the first line is the
     record's first item, read whole."""
@@ -367,21 +320,10 @@ def _blocks(f: IO[bytes], start: int, stop: int, first: bool) -> Iterator[tuple[
             raise Irregular("the first item line")
         yield block_of([item], make, plain=False), array("q", [start])
         start += len(line)
-    buf, filled, at, left = bytearray(_BLOCK_BYTES), 0, start, stop - start
+    blocks = LineBlocks(f, block_bytes, stop - start)
+    buf, at = blocks.buf, start
     masks: list[Any] = []
-    while True:
-        if filled == len(buf):  # one line longer than the buffer: make room
-            buf.extend(bytes(len(buf)))
-        with memoryview(buf)[filled : filled + min(len(buf) - filled, left)] as free:
-            got = f.readinto(free) if len(free) else 0  # type: ignore[attr-defined]  # opened "rb"
-        if not got:
-            if filled:
-                raise Irregular("a last line without its newline")
-            return
-        filled, left = filled + got, left - got
-        cut = buf.rfind(b"\n", 0, filled) + 1
-        if not cut:
-            continue
+    for cut in blocks:
         items = decode_block(buf, 0, cut, masks)
         if items is None:
             raise Irregular("a block that is not one item a line")
@@ -393,16 +335,19 @@ def _blocks(f: IO[bytes], start: int, stop: int, first: bool) -> Iterator[tuple[
         offsets = array("q")
         offsets.frombytes(starts.tobytes())
         yield block_of(items, make, plain=True), offsets
-        buf[: filled - cut] = buf[cut:filled]
-        filled -= cut
         at += cut
+    if blocks.tail:
+        raise Irregular("a last line without its newline")
 
 
-def _split(fa: IO[bytes], ha: int, sa: int, fb: IO[bytes], hb: int, sb: int) -> tuple[int, int] | None:
-    """Where the child's half starts in each record: the line that starts after ``SHARE`` of
+def _split(
+    files: tuple[IO[bytes], IO[bytes]], heads: tuple[int, int], sizes: tuple[int, int], share: float
+) -> tuple[int, int] | None:
+    """Where the child's half starts in each record: the line that starts after ``share`` of
     the first record's items, and the line of the same id in the second (looked for where the
     same share of its bytes ends). None where there is none."""
-    fa.seek(ha + int((sa - ha) * SHARE))
+    (fa, fb), (ha, hb), (sa, sb) = files, heads, sizes
+    fa.seek(ha + int((sa - ha) * share))
     fa.readline()  # the rest of the line the share ends in
     split_a = fa.tell()
     line = fa.readline()
@@ -430,61 +375,21 @@ def _split(fa: IO[bytes], ha: int, sa: int, fb: IO[bytes], hb: int, sb: int) -> 
     return None
 
 
-class _TextAt:
-    """A text left out of the columns, read back from its record's line: the lines of a read in
-    halves follow one another, so line ``i`` ends where line ``i + 1`` starts (the last, at
-    ``end``). The record stays open once read from (``--json`` reads 600,000 texts back at a
-    million items)."""
-
-    def __init__(self, path: Path, offsets: array[int], ids: list[str], end: int) -> None:
-        self.path, self.offsets, self.ids, self.end = path, offsets, ids, end
-        self._fd = -1
-
-    def __call__(self, i: int) -> str:
-        start = self.offsets[i]
-        stop = self.offsets[i + 1] if i + 1 < len(self.offsets) else self.end
-        try:
-            if self._fd < 0:
-                self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            line = os.pread(self._fd, stop - start, start)
-        except OSError as exc:
-            raise RecordError(f"{self.path}: {exc.strerror or exc}") from exc
-        try:
-            item = lean_line(line)
-        except msgspec.DecodeError:
-            item = None
-        if item is None or item.id != self.ids[i]:
-            raise RecordError(
-                f"{self.path}: changed while compare read it (item {self.ids[i]} is not where it was)"
-            )
-        return item.text
-
-    def __del__(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-
-
 class _Child(Child):
     """The process reading the second half."""
 
     @classmethod
     def start(
-        cls, path_a: Path, path_b: Path, split: tuple[int, int], sizes: tuple[int, int]
+        cls, paths: tuple[Path, Path], split: tuple[int, int], sizes: tuple[int, int], block_bytes: int
     ) -> _Child | None:
-        argv = [sys.executable, "-m", "servediff.halves", str(path_a), str(path_b)]
-        argv += [str(split[0]), str(sizes[0]), str(split[1]), str(sizes[1]), str(os.getpid())]
-        return cls.spawn("servediff-halves", argv)
+        spans = (split[0], sizes[0], split[1], sizes[1], block_bytes)
+        return cls.spawn("servediff.records.halves", [*map(str, paths), *map(str, spans)])
 
     def half(self) -> Half | None:
         """The child's half, once it has exited cleanly having written all of it; else None."""
-        if self._proc.wait() != 0:
+        half = next(self.messages(_DECODER.decode) or iter(()), None)
+        if half is None:
             return None
-        # Decoded where the child wrote it: a copy would be as many pages again to touch.
-        with mmap.mmap(self._out, 0, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:
-            size = int.from_bytes(view[:_LENGTH], "little")
-            if len(view) != _LENGTH + size + len(END) or view[_LENGTH + size :] != END:
-                return None
-            half = _DECODER.decode(view[_LENGTH : _LENGTH + size])
         for side in (half.a, half.b):  # MessagePack gave each kept item as a map
             side.block.kept = [(k, msgspec.convert(item, lean_item())) for k, item in side.block.kept]
         return half
@@ -494,24 +399,22 @@ _DECODER = msgspec.msgpack.Decoder(Half)
 
 
 def main(argv: list[str]) -> int:
-    """``python -m servediff.halves A B START_A STOP_A START_B STOP_B PARENT_PID``: the half's
-    columns on standard output; exit 3 where the fast path does not take the half."""
+    """``python -m servediff.records.halves A B START_A STOP_A START_B STOP_B BLOCK_BYTES
+    PARENT_PID``: the half's columns as one frame on standard output; exit 3 where the fast path
+    does not take the half."""
     a, b = Path(argv[0]), Path(argv[1])
-    start_a, stop_a, start_b, stop_b, parent = map(int, argv[2:7])
+    start_a, stop_a, start_b, stop_b, block_bytes, parent = map(int, argv[2:8])
     # Nothing read here is part of a reference cycle, yet with 100,000s of new objects the
-    # cyclic GC would run full collections over and over (as in record.read_run).
+    # cyclic GC would run full collections over and over (as in reader.read_run).
     gc.disable()
     with a.open("rb") as fa, b.open("rb") as fb:
         try:
-            half = read_half(fa, (start_a, stop_a), fb, (start_b, stop_b), first=False, parent=parent)
+            half = read_half((fa, fb), ((start_a, stop_a), (start_b, stop_b)), block_bytes, parent)
         except Irregular:
             return 3
-    data = msgspec.msgpack.encode(half.half())
-    out = sys.stdout.buffer
-    out.write(len(data).to_bytes(_LENGTH, "little"))
-    out.write(data)
-    out.write(END)
-    out.flush()
+    frames = Frames()
+    frames.write(half.half())
+    frames.end()
     return 0
 
 

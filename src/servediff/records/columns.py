@@ -4,7 +4,7 @@
 
 At a million items, reading six fields back from each decoded item cost about a microsecond
 each (every item is a cache miss by then). A lean (shadow) read keeps its items as columns
-already (``servediff.lean_items``), and hands them over whole (``Columns.of``); a record read
+already (``servediff.records.lean``), and hands them over whole (``Columns.of``); a record read
 whole gives its items one at a time (``add``). One row per item line in the order read, NaN
 where a field is absent; valid only while every id was read once.
 """

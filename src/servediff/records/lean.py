@@ -7,7 +7,7 @@ Most lines of shadow traffic hold an id, a text, a token count and three times, 
 and side beyond their texts, and at a million a side the memory they took, first touched, was
 a good part of compare's time. Here those items are columns: their ids and texts (shared with
 the other side's where equal; or, read in halves, left out and read back from the record when
-an item is made: ``servediff.halves``), token counts, the numbers in float arrays (NaN for None;
+an item is made: ``records.halves``), token counts, the numbers in float arrays (NaN for None;
 a time no item recorded, none at all), and the recorded "first_token" marks as int columns
 (``Placed``). An item that holds anything else (the first line, read whole; an engine error;
 metadata; token data; a score) is kept whole (``extras``). Reading an item makes it from its
@@ -22,23 +22,23 @@ from __future__ import annotations
 
 import math
 from array import array
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, ValuesView
 from functools import partial
-from itertools import chain, compress, repeat
+from itertools import compress, repeat
 from operator import attrgetter, is_not, ne, not_
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 import msgspec
 
-from servediff.columns import Columns, engine_counters
+from servediff.records.columns import Columns, engine_counters
+from servediff.records.placed import Firsts, Placed, firsts_of
 
 if TYPE_CHECKING:
     import numpy as np
 
 
 class _Item(Protocol):
-    """What is read here of an item (``record.Item``, which imports this module)."""
+    """What is read here of an item (``schema.Item``)."""
 
     @property
     def input(self) -> Any: ...
@@ -92,7 +92,7 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
         self._make = make
         self.ids: list[str] = []
         # None where the text was not kept: ``text_at`` reads it back from the record (a shadow
-        # pair read in halves, ``servediff.halves``, keeps a text only where either side's item
+        # pair read in halves, ``records.halves``, keeps a text only where either side's item
         # is kept whole, and knows where the two sides' texts differ: ``pair``).
         self.texts: list[str | None] = []
         self.text_at: Callable[[int], str] | None = None
@@ -162,7 +162,7 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
 
     def adopt(self, block: Block, partner: Mapping[str, Any] | None, at: int) -> list[Item]:
         """A block's columns (``block_of``), made here or by a read-ahead process
-        (``servediff.readahead``). Each item shares its id, and its text where equal, with the
+        (``records.ahead``). Each item shares its id, and its text where equal, with the
         other side's item of that id (``partner``): the two sides of a segment are written in
         one order, so that is most often the partner's item at the same position. Returns the
         items kept whole."""
@@ -195,7 +195,7 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
         kept: list[tuple[int, Any]],
         texts: list[tuple[int, str]],
     ) -> None:
-        """Columns of items read already matched with the other side's (``servediff.halves``),
+        """Columns of items read already matched with the other side's (``records.halves``),
         their ids in ``ids`` already: their token counts, times, "first_token" values and items
         kept whole by their place among them, and the texts kept (by place; the others None).
         An empty store takes the columns themselves, not copies (a million items a side)."""
@@ -263,7 +263,7 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
         return len(set(self.ids)) == len(self.ids)
 
     def columns(self) -> Columns:
-        """The speed statistics' columns (``servediff.columns``), one row per item."""
+        """The speed statistics' columns (``records.columns``), one row per item."""
         import numpy as np
 
         n = len(self.ids)
@@ -308,126 +308,6 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
         return any(item.correct is not None for item in self.extras.values())
 
 
-# A token id of None in ``Placed``'s columns (no token id is this low).
-_NO_ID = -(1 << 63)
-
-
-class Firsts(msgspec.Struct, array_like=True, gc=False):
-    """A block's recorded "first_token" values by their items' places (``at``): those of the
-    usual shape ([token index ≥ 0, own token id or None, the other side's]) as int64 columns
-    (``_NO_ID`` for None), any other value as it is (``odd``). Plain data for MessagePack."""
-
-    at: bytes
-    index: bytes
-    own: bytes
-    other: bytes
-    odd: list[tuple[int, Any]]
-
-
-def firsts_of(places: list[int], values: list[Any]) -> Firsts:
-    """The "first_token" ``values`` of the items at ``places`` (ascending), as ``Firsts``. The
-    values come from the lean decoder (``record``): lists of ints or None, no bool among them."""
-    if values and set(map(len, values)) == {3}:  # the usual shape: by C calls, not a loop
-        flat = list(chain.from_iterable(values))
-        if _NO_ID not in flat:
-            if None in flat:
-                flat = [_NO_ID if x is None else x for x in flat]
-            try:
-                rows: array[int] | None = array("q", flat)
-            except OverflowError:
-                rows = None
-            if rows is not None and min(index := rows[0::3]) >= 0:  # no index None or below 0
-                at = array("q", places).tobytes()
-                return Firsts(at, index.tobytes(), rows[1::3].tobytes(), rows[2::3].tobytes(), [])
-    columns = [array("q") for _ in range(4)]
-    odd = []
-    for k, v in zip(places, values):
-        if type(v) is list and len(v) == 3 and all(map(_is_id, v)) and v[0] is not None and v[0] >= 0:
-            for column, x in zip(columns, (k, *v)):
-                column.append(_NO_ID if x is None else x)
-        else:
-            odd.append((k, v))
-    return Firsts(columns[0].tobytes(), columns[1].tobytes(), columns[2].tobytes(), columns[3].tobytes(), odd)
-
-
-def _is_id(x: object) -> bool:
-    return x is None or (type(x) is int and _NO_ID < x < 1 << 63)
-
-
-class Placed:
-    """Position → an item's recorded "first_token" (shadow traffic's divergent answers: where
-    they part, ``servediff.shadow.recorder``), for the items whose metadata holds only that.
-
-    300,000 of them a side at a million items: as a dictionary of three-int lists they were
-    ~200 bytes each, memory to touch being most of a large compare's time. Here the usual shape
-    is four int64 columns (positions ascending), any other value kept as it is."""
-
-    __slots__ = ("_at", "_index", "_odd", "_other", "_own")
-
-    def __init__(self) -> None:
-        self._at, self._index, self._own, self._other = (array("q") for _ in range(4))
-        self._odd: dict[int, Any] = {}
-
-    def __len__(self) -> int:
-        return len(self._at) + len(self._odd)
-
-    def add(self, start: int, firsts: Firsts) -> None:
-        """A block's values (``Firsts``), its items from position ``start`` on."""
-        at = array("q")
-        at.frombytes(firsts.at)
-        self._at.extend(array("q", map(start.__add__, at)) if start else at)
-        self._index.frombytes(firsts.index)
-        self._own.frombytes(firsts.own)
-        self._other.frombytes(firsts.other)
-        for k, v in firsts.odd:
-            self._odd[start + k] = v
-
-    def firsts(self) -> Firsts:
-        """All of them as one block's."""
-        at, index, own, other = (c.tobytes() for c in (self._at, self._index, self._own, self._other))
-        return Firsts(at, index, own, other, list(self._odd.items()))
-
-    def get(self, i: int) -> Any:
-        """The value at position ``i`` as recorded (a list), or None."""
-        at = self._at
-        k = bisect_left(at, i)
-        if k < len(at) and at[k] == i:
-            own, other = self._own[k], self._other[k]
-            return [self._index[k], None if own == _NO_ID else own, None if other == _NO_ID else other]
-        return self._odd.get(i)
-
-    def placements(
-        self, positions: list[int], placement: Callable[[Any], T]
-    ) -> list[T | tuple[int, Any, Any]]:
-        """For each of ``positions`` (ascending), ``placement`` of its value, where the value
-        is of the usual shape the tuple (token index, own id, other's id) it gives, found for all
-        at once (300,000 at a million items)."""
-        import numpy as np  # compare's, which has numpy loaded already
-
-        out: list[Any] = (
-            [placement(self._odd.get(i)) for i in positions]
-            if self._odd
-            else [placement(None)] * len(positions)
-        )
-        at = np.frombuffer(self._at, np.int64) if self._at else np.empty(0, np.int64)
-        if not len(at) or not positions:
-            return out
-        want = np.asarray(positions, np.int64)
-        rows = np.minimum(np.searchsorted(at, want), len(at) - 1)
-        hit = np.flatnonzero(at[rows] == want)
-        rows = rows[hit]
-        index = np.frombuffer(self._index, np.int64)[rows].tolist()
-        # Each token id once (a vocabulary's worth of ints, not two new ones a divergence).
-        ids: dict[int, int | None] = {_NO_ID: None}
-        own, other = (
-            list(map(ids.setdefault, values, values))
-            for values in (np.frombuffer(c, np.int64)[rows].tolist() for c in (self._own, self._other))
-        )
-        for j, point in zip(hit.tolist(), zip(index, own, other)):
-            out[j] = point
-        return out
-
-
 def id_list(items: Mapping[str, Any]) -> list[str]:
     """The ids of ``items`` in their order: a lean read's own list, not a copy (a million ids;
     the caller does not change it), or a new one."""
@@ -439,7 +319,7 @@ class Block(msgspec.Struct, array_like=True, gc=False):
     four times (latency, finished, TTFT, ITL) as float arrays' bytes (NaN: None), where an
     item's metadata holds only "first_token" that value (``placed``), and the items kept whole
     (``kept``), each by its place in the block. Plain data: a read-ahead process
-    (``servediff.readahead``) sends it as MessagePack."""
+    (``records.ahead``) sends it as MessagePack."""
 
     ids: list[str]
     texts: list[str | None]

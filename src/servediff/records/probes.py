@@ -11,14 +11,14 @@ validates here, at the file boundary; compare works on ``ProbeSet``.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from servediff.compare.divergence import divergence_points
-from servediff.compare.mechanism import ProbeEntry, ProbeSet
-from servediff.record import RecordError, Run
+from servediff.records.reader import Run
+from servediff.records.schema import RecordError
 
 PROBE_RECORD = "servediff-probe"
 PROBE_SCHEMA = 1
@@ -33,6 +33,33 @@ class RunRef(_Model):
     repeat: int
     path: str
     fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeEntry:
+    """One probe line: the top-k after prompt + common prefix under one configuration."""
+
+    item_id: str
+    side: str  # "a" or "b"
+    token_index: int
+    top: tuple[tuple[str, float], ...]
+    ids: tuple[int, ...] | None
+    method: str
+    error: str | None = None
+    tokens: tuple[str | None, str | None] | None = None  # A's, B's token text (retokenized runs)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSet:
+    """A probe record read back: which two runs it probed, and its entries."""
+
+    path: str
+    suite: str
+    a: tuple[str, int]  # (label, repeat)
+    b: tuple[str, int]
+    k: int
+    template_source: str | None
+    entries: dict[tuple[str, str], ProbeEntry]
 
 
 class ProbeHeader(_Model):
@@ -110,29 +137,6 @@ def read_record(path: Path) -> tuple[ProbeHeader, ProbeSet]:
         head.template_source,
         entries,
     )
-
-
-def probes_complete(path: Path, runs: tuple[Run, Run], sides: str, k: int) -> bool:
-    """True when ``path`` probed exactly these runs (same fingerprints, as finished now) at this k,
-    on these sides, with an error-free line at every divergence: what resume may reuse."""
-    try:
-        head, done = read_record(path)
-    except (OSError, UnicodeDecodeError, RecordError):
-        return False
-    # The fingerprint names a run; the path it was read from is not part of its identity.
-    if (head.a.fingerprint, head.b.fingerprint, head.k, head.sides) != (
-        runs[0].header.fingerprint(),
-        runs[1].header.fingerprint(),
-        k,
-        sides,
-    ):
-        return False
-    for p, _, _ in divergence_points(*runs):
-        for side in sides:
-            e = done.entries.get((p.item_id, side))
-            if e is None or e.error or e.token_index != p.index:
-                return False
-    return True
 
 
 def run_ref(run: Run) -> RunRef:
