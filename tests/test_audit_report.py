@@ -1,4 +1,4 @@
-"""The audit's report from the committed H200 audit records (docs/gpu-h200-load/study.tar.xz):
+"""The audit's report from the committed H200 audit records (docs/studies/gpu-h200-load/study.tar.xz):
 ``servediff audit --from`` lays the same document tree out as Markdown and as HTML, and each shows
 the numbers of the analysis (``--json``)."""
 

@@ -71,3 +71,49 @@ def test_no_import_cycle_in_the_package() -> None:
     edges = graph()
     assert len(edges) > 40 and edges["servediff.cli"]  # the walker found the package's imports
     assert find_cycle(edges) is None
+
+
+# The package's layers, lowest first: a module imports only from its own layer or one below
+# (data flows one way: suite → engine → record → compare → report; the commands on top). A name
+# is a package or a module; a module goes by the longest name that holds it.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    (
+        "servediff",
+        "servediff.types",
+        "servediff.hashing",
+        "servediff.textfile",
+        "servediff.redaction",
+        "servediff.machine",
+        "servediff.filename",
+        "servediff.argtypes",
+        "servediff.option_rules",
+        "servediff.memory",
+        "servediff.models",
+        "servediff.commands.grammar",
+    ),
+    ("servediff.suites",),
+    ("servediff.records",),
+    ("servediff.engines", "servediff.runner", "servediff.scoring"),
+    ("servediff.compare",),
+    ("servediff.probe", "servediff.export", "servediff.importers", "servediff.gate"),
+    ("servediff.report",),
+    ("servediff.experiment",),
+    ("servediff.audit", "servediff.shadow"),
+    ("servediff.commands",),
+    ("servediff.cli", "servediff.__main__"),
+)
+
+
+def layer(module: str) -> int:
+    names = {name: k for k, names in enumerate(LAYERS) for name in names}
+    holders = [n for n in names if module == n or module.startswith(n + ".")]
+    return names[max(holders, key=len)]
+
+
+def test_no_module_imports_from_a_layer_above_its_own() -> None:
+    edges = graph()
+    upward = sorted(f"{a} → {b}" for a, bs in edges.items() for b in bs if layer(b) > layer(a))
+    assert upward == []
+    # The walker sees an upward import where there is one, and every module has its layer.
+    assert layer("servediff.records.reader") < layer("servediff.compare.loader") < layer("servediff.cli")
+    assert {layer(m) for m in edges} <= set(range(len(LAYERS)))

@@ -64,18 +64,18 @@ STUDIES = (
     # `servediff gate` records (stock against tuned, one-digit sums) compared as runs.
     ReferenceStudy("gate", "tests/data/reference/gate", ("stock.gsm8k.jsonl", "tuned.gsm8k.jsonl")),
     # The committed GPU studies.
-    ReferenceStudy("gpu-full", "docs/gpu-h200/study-full.tar.gz", ("runs/*.jsonl",)),
-    ReferenceStudy("gpu-throughput", "docs/gpu-h200/study-throughput.tar.gz", ("runs/*.jsonl",)),
-    ReferenceStudy("gpu-factors", "docs/gpu-h200/factors.tar.gz", ("runs/*/*.jsonl",)),
+    ReferenceStudy("gpu-full", "docs/studies/gpu-h200/study-full.tar.gz", ("runs/*.jsonl",)),
+    ReferenceStudy("gpu-throughput", "docs/studies/gpu-h200/study-throughput.tar.gz", ("runs/*.jsonl",)),
+    ReferenceStudy("gpu-factors", "docs/studies/gpu-h200/factors.tar.gz", ("runs/*/*.jsonl",)),
     ReferenceStudy(
         "gpu-kl",
-        "docs/gpu-h200-kl/study.tar.gz",
+        "docs/studies/gpu-h200-kl/study.tar.gz",
         ("gpu-kl/runs/score-on-policy/*.jsonl", "gpu-kl/runs/score-gsm8k/*.jsonl"),
     ),
-    # docs/qwen-gpu.md: Qwen2.5-Coder-1.5B stock vs tuned vs a 0.5B draft (probed), and GSM8K paired.
+    # docs/studies/qwen-gpu.md: Qwen2.5-Coder-1.5B stock vs tuned vs a 0.5B draft (probed), and GSM8K paired.
     ReferenceStudy(
         "qwen-gpu-tuned",
-        "docs/qwen-gpu/study.tar.xz",
+        "docs/studies/qwen-gpu/study.tar.xz",
         (
             "tuned/runs/stock*/*.jsonl",
             "tuned/runs/tuned*/*.jsonl",
@@ -88,23 +88,23 @@ STUDIES = (
     ),
     ReferenceStudy(
         "qwen-gpu-gsm8k",
-        "docs/qwen-gpu/study.tar.xz",
+        "docs/studies/qwen-gpu/study.tar.xz",
         ("gsm8k/stock.r1.jsonl", "gsm8k/tuned.r1.jsonl"),
         title="Qwen2.5-Coder-1.5B on llama-server (CUDA), GSM8K: stock vs flash attention + KV q8_0"
         " + prompt cache",
         ordered=True,
     ),
-    # docs/gpu-h200-load.md, second session: the speed sweep (CPU against backend sampling) and
+    # docs/studies/gpu-h200-load.md, second session: the speed sweep (CPU against backend sampling) and
     # GSM8K at 32 in flight against 1.
     ReferenceStudy(
         "gpu-load-speed",
-        "docs/gpu-h200-load/sweep2.tar.xz",
+        "docs/studies/gpu-h200-load/sweep2.tar.xz",
         ("speed/runs/*/*.jsonl", "speed/sweep/*/*.jsonl"),
         title="llama-server on a GPU under load, no logprobs: the throughput each level of concurrency buys",
     ),
     ReferenceStudy(
         "gpu-load-gsm8k",
-        "docs/gpu-h200-load/sweep2.tar.xz",
+        "docs/studies/gpu-h200-load/sweep2.tar.xz",
         ("load05/np32-c1.jsonl", "load05/np32-c32.jsonl"),
         ordered=True,
     ),

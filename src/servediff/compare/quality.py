@@ -11,7 +11,6 @@ between two configurations, and per subject how often they gave the same answer.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -20,7 +19,6 @@ from servediff.compare.stats import Interval, PairedCounts
 from servediff.compare.study import PairResult, Study
 from servediff.compare.vocabulary import Kind, QualityVerdict
 from servediff.records import Item, Run
-from servediff.records.lean import LeanItems
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,15 +117,7 @@ CHANCE = {"mmlu": 0.25, "mmlu-letter": 0.25}  # four options
 
 
 def is_scored(run: Run) -> bool:
-    # Every field read by one C call per item, and None counted in C: an unscored run (shadow
-    # traffic: a million items) is scanned to its end, and a generator paid a Python step a line.
-    if isinstance(run.items, LeanItems):  # only a kept item can hold a score
-        return run.items.scored()
-    values = run.items.values()
-    return list(map(_CORRECT, values)).count(None) != len(values)
-
-
-_CORRECT = operator.attrgetter("correct")
+    return run.items.scored()
 
 
 def _counts(item: Item | None) -> bool:

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from itertools import compress, repeat
 
 from servediff.compare.study import Study
 from servediff.records import Run
-from servediff.records.lean import LeanItems
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,17 +33,8 @@ _ERROR, _N_TOKENS = operator.attrgetter("error"), operator.attrgetter("n_tokens"
 
 
 def run_row(label: str, suite: str, run: Run) -> RunRow:
-    # Two fields per item, each read by one C call an item (at a million items a Python loop over
-    # them cost a quarter of a second a run).
     items = run.items
-    if isinstance(items, LeanItems):  # from its columns: only a kept item holds an error
-        errors, output_tokens = items.errors(), items.output_tokens()
-    else:
-        values = items.values()
-        failed = list(map(_ERROR, values))
-        errors = len(failed) - failed.count(None)
-        answered = map(operator.is_, failed, repeat(None))
-        output_tokens = sum(filter(None, compress(map(_N_TOKENS, values), answered)))  # None counts 0
+    errors, output_tokens = items.errors(), items.output_tokens()
     return RunRow(
         label=label,
         suite=suite,

@@ -47,8 +47,6 @@ from typing import Literal, cast, overload
 import numpy as np
 
 from servediff.records import Item, Run
-from servediff.records.columns import Columns
-from servediff.records.lean import id_list
 
 RESAMPLES = 2000
 SEED = 20261201
@@ -113,28 +111,16 @@ def run_items(run: Run, warmup: int, prefix: str = "") -> Items:
     return cached[1]
 
 
-def _columns(run: Run) -> Columns:
-    """The run's per-item numbers: those its lean read gathered, if still one row per item."""
-    if run.columns is not None and len(run.columns) == len(run.items):
-        cols = run.columns
-        # Read once (run_items keeps what it made of them) and 64 bytes an item: at a million
-        # items per side the two sides' columns were the last 128 MB above 2 GiB of peak memory.
-        run.columns = None
-        return cols
-    cols = Columns()
-    for it in run.items.values():
-        cols.add(it)
-    return cols
-
-
 def _run_items(run: Run, warmup: int) -> Items:
-    cols = _columns(run)
+    # Made here and let go (run_items keeps what it made of them): 64 bytes an item, at a million
+    # items per side the two sides' columns were the last 128 MB above 2 GiB of peak memory.
+    cols = run.items.columns()
     ok = cols.array("error") == 0
     latency, finished = cols.array("latency"), cols.array("finished")
     # An import without timings has no latency at all: no speed numbers rather than 0 ms.
     found = np.flatnonzero(ok & ~np.isnan(latency))
     timed = not np.isnan(finished[found]).any()
-    ids = id_list(run.items)
+    ids = run.items.ids
     if timed:  # by start time; a stable sort, as sorting the items themselves was
         order = found[np.argsort(finished[found] - latency[found], kind="stable")]
     else:

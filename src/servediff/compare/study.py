@@ -32,7 +32,7 @@ from servediff.compare.divergence import (
 from servediff.compare.provenance import setup_problems, tie_warning, unknown_temperature
 from servediff.compare.vocabulary import Kind
 from servediff.records import Item, Run
-from servediff.records.lean import LeanItems, id_list
+from servediff.records.lean import LeanItems, column_store
 
 
 class CompareError(ValueError):
@@ -94,8 +94,8 @@ class Study:
 def compare_runs(a: Run, b: Run, kind: Kind) -> PairResult:
     ids = a.header.suite.item_ids
     pairing = _Pairing()
-    A, B = a.items, b.items
-    if isinstance(A, LeanItems) and isinstance(B, LeanItems) and A.ids == ids and B.ids == ids:
+    A, B = column_store(a.items), column_store(b.items)
+    if A is not None and B is not None and A.ids == ids and B.ids == ids:
         pairing.columns(A, B)
     else:
         step = pairing.step
@@ -162,7 +162,7 @@ class _Pairing:
         self.divergences.append(d)
         self.times.append(survival_time(ia, ib, d.token))
 
-    def columns(self, a: LeanItems[Item], b: LeanItems[Item]) -> None:
+    def columns(self, a: LeanItems, b: LeanItems) -> None:
         """``step`` over two lean reads in the suite's order, from their columns: an item is
         made only where it is kept whole on either side (an error, metadata, token data) or
         the texts differ. A plain item is error-free and comparable, has no logprobs and no
@@ -208,7 +208,7 @@ def _in_order(run: Run, ids: Sequence[str]) -> Iterable[Item | None]:
     order of ``ids`` (a shadow record's suite is its items in the order read, and the two sides
     of a segment are written in one order): at a million items a look-up per id in a dict that
     large was a cache miss each, ~0.9 s for the two sides."""
-    if len(run.items) == len(ids) and id_list(run.items) == ids:
+    if len(run.items) == len(ids) and run.items.ids == ids:
         return run.items.values()
     return map(run.items.get, ids)
 

@@ -167,7 +167,7 @@ def _assemble(
     a.twinned = b.twinned = len(ids)
     for run, store, mine, size in zip(runs, stores, (own.a, own.b), sizes):
         store.text_at = TextAt(run.path, mine.offsets, ids, size)
-        run.items, run.columns, run.end = store, store.columns(), size
+        run.items, run.end = store, size
         with_items_as_suite(run)
     return runs
 

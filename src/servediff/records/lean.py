@@ -26,38 +26,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Val
 from functools import partial
 from itertools import compress, repeat
 from operator import attrgetter, is_not, ne, not_
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
 from servediff.records.columns import Columns, engine_counters
+from servediff.records.items import RunItems
 from servediff.records.placed import Firsts, Placed, firsts_of
+from servediff.records.schema import Item
 
 if TYPE_CHECKING:
     import numpy as np
 
-
-class _Item(Protocol):
-    """What is read here of an item (``schema.Item``)."""
-
-    @property
-    def input(self) -> Any: ...
-    @property
-    def text(self) -> str: ...
-    @property
-    def sha256(self) -> str: ...
-    @property
-    def finish_reason(self) -> str | None: ...
-    @property
-    def error(self) -> str | None: ...
-    @property
-    def correct(self) -> bool | None: ...
-    @property
-    def metadata(self) -> dict[str, Any]: ...
-
-
-Item = TypeVar("Item", bound=_Item)
-T = TypeVar("T")
 
 NAN = math.nan
 # What an item holds beyond its id, text, token count and times: a plain item has none of them.
@@ -69,7 +49,7 @@ _TIME_FIELDS = ("latency_s", "finished_at", "ttft_s", "itl_s")
 NO_METADATA: dict[str, Any] = {}
 
 
-class LeanItems(Mapping[str, Item], Generic[Item]):
+class LeanItems(RunItems):
     """Items by id, in the order read (ids unique: a record with an id twice is read into a dict).
 
     ``make``: the lean item type, called with a plain item's fields."""
@@ -106,7 +86,7 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
         self._index: dict[str, int] | None = None
         # (the other side, the positions where its text and this one's differ): known from the
         # read where the texts themselves were not kept (``pair``).
-        self._differ: tuple[LeanItems[Any], list[int]] | None = None
+        self._differ: tuple[LeanItems, list[int]] | None = None
 
     # --- Mapping ---------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -238,11 +218,11 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
             out.append(item)
         return out
 
-    def pair(self, other: LeanItems[Any], differ: list[int]) -> None:
+    def pair(self, other: LeanItems, differ: list[int]) -> None:
         """The positions where this side's texts and ``other``'s differ, both read already."""
         self._differ, other._differ = (other, differ), (self, differ)
 
-    def differing(self, other: LeanItems[Any]) -> Iterable[int]:
+    def differing(self, other: LeanItems) -> Iterable[int]:
         """The positions where this side's text and ``other``'s differ, in order (the two hold
         the same ids in the same order)."""
         if self._differ is not None and self._differ[0] is other:
@@ -306,12 +286,6 @@ class LeanItems(Mapping[str, Item], Generic[Item]):
     def scored(self) -> bool:
         """Whether any item holds a score (only a kept item can)."""
         return any(item.correct is not None for item in self.extras.values())
-
-
-def id_list(items: Mapping[str, Any]) -> list[str]:
-    """The ids of ``items`` in their order: a lean read's own list, not a copy (a million ids;
-    the caller does not change it), or a new one."""
-    return items.ids if isinstance(items, LeanItems) else list(items)
 
 
 class Block(msgspec.Struct, array_like=True, gc=False):
@@ -408,7 +382,7 @@ def _fields(make: Callable[..., Any]) -> dict[str, int]:
     return at
 
 
-def _is_plain(make: Callable[..., Any], item: _Item) -> bool:
+def _is_plain(make: Callable[..., Any], item: Item) -> bool:
     """An item made back from the columns would be this one: a lean item with nothing else."""
     return (
         type(item) is make
@@ -423,7 +397,13 @@ def _is_plain(make: Callable[..., Any], item: _Item) -> bool:
 class _Values(ValuesView[Item]):
     """The items in their order, each made when reached (not kept)."""
 
-    _mapping: LeanItems[Item]
+    _mapping: LeanItems
 
     def __iter__(self) -> Iterator[Item]:
         return map(self._mapping.item, range(len(self._mapping)))
+
+
+def column_store(items: RunItems) -> LeanItems | None:
+    """The items as columns, where they are kept so: a pass over every item (the pairing of two
+    runs, the speed columns) may read the columns rather than make a million items."""
+    return items if isinstance(items, LeanItems) else None

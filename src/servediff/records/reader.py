@@ -29,7 +29,8 @@ from pydantic import ValidationError
 from servediff.memory import gc_paused
 from servediff.records.blocks import read_blocks
 from servediff.records.columns import Columns
-from servediff.records.lean import Block, LeanItems, block_of, id_list
+from servediff.records.items import ItemDict, RunItems, item_dict
+from servediff.records.lean import Block, LeanItems, block_of, column_store
 from servediff.records.options import WHOLE, ReadOptions
 from servediff.records.schema import (
     _DECODER,
@@ -54,17 +55,29 @@ class Run:
 
     path: Path
     header: Header
-    # A dict, or for a lean read the items as columns (``servediff.records.lean``).
-    items: Mapping[str, Item] = field(default_factory=dict)
+    # A dict, or for a lean read the items as columns (``records.lean``): a ``RunItems`` either way
+    # (a mapping given is made one).
+    items: RunItems = field(default_factory=ItemDict)
     # Where the complete lines end (bytes): appending is safe only from here on.
     end: int = 0
     # The line number of a cut last line that was left out (its item is not done), if any.
     torn: int | None = None
     # True when the last kept line is complete but lacks its newline.
     unterminated: bool = False
-    # A lean read's per-item numbers for the speed statistics, one row per item line read (the
-    # speed statistics read them once and let them go).
-    columns: Columns | None = None
+    # A lean read that met an id twice (its items then a dict): its numbers as read, a row a line.
+    line_columns: Columns | None = None
+
+    def __post_init__(self) -> None:
+        self.items = item_dict(self.items)
+
+    @property
+    def columns(self) -> Columns | None:
+        """A lean read's per-item numbers for the speed statistics, one row per item line read,
+        made when asked (None for a whole read)."""
+        if self.line_columns is not None:
+            return self.line_columns
+        store = column_store(self.items)
+        return None if store is None else store.columns()
 
     @property
     def label(self) -> str:
@@ -156,7 +169,7 @@ def read_run(
 def with_items_as_suite(run: Run) -> Run:
     """Shadow traffic has no suite known in advance: its items are the ones it recorded."""
     if "shadow" in run.header.extra and not run.header.suite.item_ids:
-        suite = run.header.suite.model_copy(update={"item_ids": id_list(run.items)})
+        suite = run.header.suite.model_copy(update={"item_ids": run.items.ids})
         run.header = run.header.model_copy(update={"suite": suite})
     return run
 
@@ -208,7 +221,7 @@ class _Reader:
 
     def __init__(self, run: Run, lean: bool, partner: Mapping[str, Item] | None) -> None:
         self.run, self.lean, self.partner = run, lean, partner
-        self.items: dict[str, Item] = {}
+        self.items = ItemDict()
         self.store = LeanItems(cast("Callable[..., Item]", _LeanItem))
         run.items = self.store if lean else self.items
         self.read = 0  # item lines decoded
@@ -280,9 +293,9 @@ class _Reader:
         """A lean read's items and speed columns, once every line is read: the columns, or a
         dict where an id came twice (its last line wins, at its first place, as line by line)."""
         store = self.store
-        self.run.columns = store.columns()  # one row per item line, as read
         if not store.unique(self.partner):
-            self.run.items = dict(zip(store.ids, map(store.item, range(len(store)))))
+            self.run.line_columns = store.columns()  # one row per item line, as read
+            self.run.items = ItemDict(zip(store.ids, map(store.item, range(len(store)))))
 
 
 class Ahead(Protocol):

@@ -15,7 +15,7 @@ subject is kept per item (``metadata.subject``) for stratified subsampling and c
 
 The reply is capped at 16 tokens (``--max-tokens`` raises it): enough for a model that answers
 with the letter, not for one that reasons first. Qwen2.5-Coder starts "To determine …" on a fifth
-of the items and is cut off before naming a letter (docs/qwen-cpu.md): coder models need 256 or
+of the items and is cut off before naming a letter (docs/studies/qwen-cpu.md): coder models need 256 or
 more here, or the ``mmlu-letter`` suite (``suites/mmlu_letter.py``), which scores the same items by
 letter log-likelihood from one generated token.
 

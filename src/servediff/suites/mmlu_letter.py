@@ -7,7 +7,7 @@ The same zero-shot chat prompt as ``mmlu``; the engine generates ONE token and r
 logprobs at it, and the answer is the letter among A–D with the highest log-probability there.
 Why: a generated reply is only scored when the model names a letter within the token cap; a coder
 model at a 16-token cap starts reasoning ("To determine …") or leans on one letter, and scores at
-chance (docs/qwen-cpu.md). The log-likelihood asks what the model believes, whatever it would
+chance (docs/studies/qwen-cpu.md). The log-likelihood asks what the model believes, whatever it would
 have written.
 
 The rule (``letter_logprobs``, ``choose``):
