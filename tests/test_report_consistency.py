@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from servediff.compare.loader import load
-from servediff.compare.mechanism import Precision
-from servediff.compare.speed import Interval, Load
+from servediff.compare.machine_load import Load
+from servediff.compare.precision import Precision
+from servediff.compare.speed import Interval
 from servediff.report import fmt, render, wording
 from servediff.report.assembly import build
 from servediff.report.sections import speed as speed_section

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from servediff.cli import main
-from servediff.compare.speed import LOAD_CHANGE, run_load
+from servediff.compare.machine_load import LOAD_CHANGE, run_load
 from servediff.experiment.plan import interleaved
 from servediff.machine import usable_cores
 from servediff.records import read_run

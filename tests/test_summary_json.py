@@ -18,10 +18,7 @@ from tests.test_record_blocks import write as write_shadow_records
 
 
 @pytest.mark.parametrize("size", [1, 2, 5_000])
-def test_the_summary_written_in_slices_is_the_summary_encoded_whole(
-    tmp_path: Path, size: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(render, "_SLICE", size)
+def test_the_summary_written_in_slices_is_the_summary_encoded_whole(tmp_path: Path, size: int) -> None:
     study = write_study(tmp_path / "study")  # a control with no divergence, pairs with some
     (tmp_path / "shadow").mkdir()
     shadow = list(write_shadow_records(tmp_path / "shadow"))  # texts beyond ASCII, quotes, "\"
@@ -30,7 +27,7 @@ def test_the_summary_written_in_slices_is_the_summary_encoded_whole(
         comparisons = [*report.controls, *report.pairs]
         assert any(c.divergences for c in comparisons)
         plain = render.summary(report)
-        got = render.summary_json(report)
+        got = render.summary_json(report, size)
         assert got == msgspec.json.format(msgspec.json.encode(plain), indent=2)
         assert json.loads(got) == json.loads(json.dumps(plain))
     assert [len(c.divergences) for c in build(*load(study)).controls] == [0]

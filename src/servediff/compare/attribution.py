@@ -29,7 +29,8 @@ from typing import cast, get_args
 
 from servediff.compare import hazard as hz
 from servediff.compare.divergence import survival_time
-from servediff.compare.mechanism import pair_hazard, unlocated
+from servediff.compare.hazard import pair_hazard
+from servediff.compare.mechanism import unlocated
 from servediff.compare.quality import PairQuality, compare_scored, is_scored
 from servediff.compare.study import Configuration, PairResult, Study, compare_runs
 from servediff.compare.vocabulary import DesignKind

@@ -25,14 +25,13 @@ from servediff.compare.mechanism import (
     CLASSES,
     RECORDED,
     Distribution,
-    Drift,
     Explanation,
     PairMechanism,
-    Precision,
     classes,
     measure_pair,
     measured,
 )
+from servediff.compare.precision import Drift, Precision
 from servediff.compare.sampled import is_sampled
 from servediff.compare.study import PairResult
 from servediff.compare.vocabulary import ControlVerdict, DivergenceClass, Kind

@@ -21,18 +21,16 @@ Classes (threshold in nats, default 0.1):
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, overload
 
 import msgspec
-import numpy as np
 
 from servediff.compare import hazard as hz
 from servediff.compare.divergence import Divergence, Point
+from servediff.compare.precision import Drift, Precision, drift, known_dtype, precision, shared_deltas
 from servediff.compare.sampled import is_sampled
 from servediff.compare.study import PairResult
 from servediff.compare.vocabulary import DivergenceClass
@@ -82,16 +80,6 @@ class Explanation(msgspec.Struct, frozen=True, gc=False):
     @property
     def gap_b(self) -> float | None:
         return self.b.gap if self.b else None
-
-
-@dataclass(frozen=True, slots=True)
-class Drift:
-    """|Δ logprob| of the chosen token between configurations over shared tokens."""
-
-    n: int
-    median: float
-    p99: float
-    max: float
 
 
 # --- which numbers -----------------------------------------------------------------------------
@@ -317,85 +305,11 @@ def _missing(item: Item, index: int, entry: ProbeEntry | None) -> str:
     return f"{run}; {probe}"
 
 
-# --- over the whole pair ----------------------------------------------------------------------
-def shared_deltas(a: Item, b: Item, upto: int | None) -> list[float]:
-    """|Δ logprob| of the chosen token at each shared position before ``upto`` (None: all)."""
-    if a.logprobs is None or b.logprobs is None:
-        return []
-    n = min(len(a.logprobs), len(b.logprobs))
-    n = n if upto is None else min(n, upto)
-    return [abs(a.logprobs[i][1] - b.logprobs[i][1]) for i in range(n)]
-
-
-def drift(deltas: Sequence[float]) -> Drift | None:
-    if not deltas:
-        return None
-    arr = np.asarray(deltas, dtype=np.float64)
-    return Drift(len(arr), float(np.median(arr)), float(np.percentile(arr, 99)), float(arr.max()))
-
-
-@dataclass(frozen=True, slots=True)
-class Precision:
-    """How finely the recorded logprobs resolve a gap.
-
-    Exact top-1/top-2 ties are the signature of coarse logits: bf16 puts logprobs on a grid of
-    roughly 1/32–1/8 nat, where a few percent of positions tie exactly; float32 logits almost
-    never tie. ``dtype`` is set where the engine is known to compute logits in one type.
-    """
-
-    positions: int  # recorded positions with at least two alternatives
-    exact_ties: int  # of those, top-1 logprob == top-2 logprob
-    smallest_step: float | None  # smallest non-zero difference within one top-k
-    dtype: str | None
-
-    @property
-    def coarse(self) -> bool:
-        return self.dtype is None and self.positions > 0 and self.exact_ties / self.positions >= 0.005
-
-
-def precision(items: Sequence[Item], dtype: str | None = None) -> Precision:
-    best, positions, ties = math.inf, 0, 0
-    for item in items:
-        for _, _, top in item.logprobs or ():
-            if len(top) < 2:
-                continue
-            positions += 1
-            ties += int(top[0][1] == top[1][1])
-            vals = sorted({v for _, v in top}, reverse=True)
-            for x, y in itertools.pairwise(vals):
-                best = min(best, x - y)
-    return Precision(positions, ties, None if best == math.inf else best, dtype)
-
-
-def known_dtype(engines: Sequence[dict[str, object]]) -> str | None:
-    # llama.cpp's output layer always produces float32 logits, whatever the weights' type.
-    if engines and all(e.get("kind") == "llamacpp" for e in engines):
-        return "float32 (llama.cpp logits)"
-    return None
-
-
 def unlocated(divergences: Sequence[Divergence]) -> int:
     """How many divergences have no token position: a side's record holds neither token ids nor
     token texts (a shadow proxy never asks the primary for logprobs), so the first differing
     token cannot be found."""
     return sum(d.token.index is None for d in divergences)
-
-
-def pair_hazard(
-    times: Sequence[tuple[int, bool] | None], n_unlocated: int = 0
-) -> tuple[hz.Hazard | None, int]:
-    """The hazard over the usable survival times, and how many items had no token data.
-
-    No hazard at all when a divergence cannot be placed at a token: leaving its item out while
-    the identical items' tokens count as exposure would understate the rate (with no divergence
-    placed, it would read "no divergence" at a million items of which 30 % diverged). An identical
-    item without a token count is left out harmlessly: it carries no event."""
-    usable = [t for t in times if t is not None]
-    left_out = len(times) - len(usable)
-    if n_unlocated:
-        return None, left_out
-    events, exposure = hz.survival(usable)
-    return (hz.estimate(events, exposure) if exposure > 0 else None), left_out
 
 
 @dataclass(frozen=True, slots=True)
@@ -507,7 +421,7 @@ def _mechanism(
 ) -> PairMechanism:
     # The survival times are the pairing's own (``PairResult.times``), taken in its pass.
     n_unlocated = unlocated(pair.divergences)
-    hazard, left_out = pair_hazard(pair.times, n_unlocated)
+    hazard, left_out = hz.pair_hazard(pair.times, n_unlocated)
     return PairMechanism(
         suite=pair.suite,
         a=pair.a,

@@ -16,6 +16,7 @@ import numpy as np
 
 from servediff.compare import speed as sp
 from servediff.compare.loader import is_sweep
+from servediff.compare.machine_load import Load, load_check
 from servediff.compare.study import Configuration, Study
 
 
@@ -40,7 +41,7 @@ class SpeedRow:
     engine_tokens_per_s: float | None  # the engine's own decode rate, where it reported one
     reference: str | None  # the configuration the speedup is against (None: this is it)
     speedup: sp.Interval | None
-    load: sp.Load | None = None  # the machine's load under both (None: this is the reference)
+    load: Load | None = None  # the machine's load under both (None: this is the reference)
 
 
 def items_of(c: Configuration, warmup: int, keyed: bool = False) -> sp.Items:
@@ -86,5 +87,5 @@ def _row(c: Configuration, ref: Configuration | None, warmup: int) -> SpeedRow:
         engine_tokens_per_s=sp.engine_decode_rate(c.runs, warmup),
         reference=against.label if against is not None else None,
         speedup=sp.speedup(items_of(against, warmup), items) if against is not None else None,
-        load=sp.load_check(against.runs, c.runs) if against is not None else None,
+        load=load_check(against.runs, c.runs) if against is not None else None,
     )

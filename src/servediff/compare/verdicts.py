@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from servediff.compare import speed as sp
 from servediff.compare.loader import is_sweep
+from servediff.compare.machine_load import Load, load_check
 from servediff.compare.quality import PairQuality
 from servediff.compare.speed_table import items_of, references
 from servediff.compare.study import Study
@@ -44,7 +45,7 @@ class Verdict:
     control: tuple[tuple[str, int, int], ...]  # (suite, identical, compared): against its repeat
     quality: tuple[QualityDelta, ...]
     verification: str | None  # None: nothing was checked
-    load: sp.Load | None = None  # the machine's load under it and the reference (None: reference)
+    load: Load | None = None  # the machine's load under it and the reference (None: reference)
 
 
 def verdicts(
@@ -86,7 +87,7 @@ def _verdict(
         control=tuple((p.suite, p.identical, p.total) for p in study.controls if p.a == label),
         quality=_quality(scored, against, label),
         verification=verification,
-        load=sp.load_check([r for c in theirs for r in c.runs], [r for c in mine for r in c.runs])
+        load=load_check([r for c in theirs for r in c.runs], [r for c in mine for r in c.runs])
         if theirs
         else None,
     )

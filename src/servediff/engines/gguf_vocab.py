@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import stat
 from pathlib import Path
+from typing import Any
 
 
 def served_vocab(path: str | None, n_vocab: int | None = None) -> str | None:
@@ -57,3 +58,18 @@ def _hash(path: str, size: int, mtime_ns: int) -> tuple[str, int] | None:
         return vocab_sha256(llm), int(llm.n_vocab())
     finally:
         llm.close()
+
+
+def local_vocab(models: Any, props: Any, model: str | None) -> str | None:
+    """The served model file's vocabulary hash, when the file is here: llama-server names it in
+    /props (``model_path``) and its vocabulary size in /v1/models (``meta.n_vocab``);
+    llama_cpp.server serves a model under its path."""
+    entries = models.get("data") if isinstance(models, dict) else None
+    entry = next((m for m in entries or [] if isinstance(m, dict) and m.get("id") == model), {})
+    meta: dict[str, Any] = entry["meta"] if isinstance(entry.get("meta"), dict) else {}
+    n_vocab = meta["n_vocab"] if isinstance(meta.get("n_vocab"), int) else None
+    path = props.get("model_path") if isinstance(props, dict) else None
+    for candidate in (path, model):
+        if isinstance(candidate, str) and (got := served_vocab(candidate, n_vocab)):
+            return got
+    return None

@@ -20,16 +20,17 @@ import json
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timezone
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 
 from servediff.engines import EngineError, OnDone, ProbeResult, tokenize
-from servediff.engines.gguf_vocab import served_vocab
-from servediff.engines.http1 import Arrivals, Connection, Endpoint, Reply, TransportError
+from servediff.engines.channel import AiohttpChannel, Channel, run_async
+from servediff.engines.gguf_vocab import local_vocab
+from servediff.engines.http1 import Connection, Endpoint, TransportError
 from servediff.engines.server_sampling import sampling_body, sampling_defaults, server_profile
 from servediff.engines.sse import chat_logprobs, engine_timings, parse_stream, text_logprobs
 from servediff.engines.wire import ChatChoice, ModelList, Response, TextChoice, parse, parse_json
@@ -123,7 +124,7 @@ class HTTPEngine:
             self.server_version = str(version.get("version") or version)
         self.server_defaults = sampling_defaults(props)
         self.profile = str(self._annotations.get("profile") or server_profile(models, props))
-        self.vocab_sha256 = _local_vocab(models, props, self.model)
+        self.vocab_sha256 = local_vocab(models, props, self.model)
 
     def _session(self) -> aiohttp.ClientSession:
         headers = {"Content-Type": "application/json"}
@@ -184,7 +185,7 @@ class HTTPEngine:
                     conn.close()
             return
         async with self._session() as session:
-            shared = _AiohttpChannel(session)
+            shared = AiohttpChannel(session)
             yield [shared] * n
 
     def payload(self, sample: Sample, params: SamplingParams) -> tuple[str, dict[str, Any]]:
@@ -360,21 +361,6 @@ class HTTPEngine:
         pass
 
 
-def _local_vocab(models: Any, props: Any, model: str | None) -> str | None:
-    """The served model file's vocabulary hash, when the file is here: llama-server names it in
-    /props (``model_path``) and its vocabulary size in /v1/models (``meta.n_vocab``);
-    llama_cpp.server serves a model under its path."""
-    entries = models.get("data") if isinstance(models, dict) else None
-    entry = next((m for m in entries or [] if isinstance(m, dict) and m.get("id") == model), {})
-    meta: dict[str, Any] = entry["meta"] if isinstance(entry.get("meta"), dict) else {}
-    n_vocab = meta["n_vocab"] if isinstance(meta.get("n_vocab"), int) else None
-    path = props.get("model_path") if isinstance(props, dict) else None
-    for candidate in (path, model):
-        if isinstance(candidate, str) and (got := served_vocab(candidate, n_vocab)):
-            return got
-    return None
-
-
 async def _get_json(session: aiohttp.ClientSession, url: str) -> Any:
     async with session.get(url, timeout=aiohttp.ClientTimeout(total=30)) as resp:
         if resp.status != 200:
@@ -386,57 +372,6 @@ NO_LOGPROBS_AT_END = (
     "http: not obtainable: the server ended the sequence here and returns no logprobs for its "
     "end-of-sequence token"
 )
-
-
-class Channel(Protocol):
-    """How a worker sends one POST: (status, body bytes), or TransportError / TimeoutError."""
-
-    async def post(self, url: str, body: bytes) -> Reply: ...
-
-    async def post_stream(self, url: str, body: bytes) -> tuple[Reply, Arrivals]: ...
-
-
-class _AiohttpChannel:
-    """The aiohttp path (https, or anything the lean client does not speak)."""
-
-    def __init__(self, session: aiohttp.ClientSession) -> None:
-        self.session = session
-
-    async def post(self, url: str, body: bytes) -> Reply:
-        try:
-            async with self.session.post(url, data=body) as resp:
-                return resp.status, await resp.read(), resp.headers.get("Retry-After")
-        except asyncio.TimeoutError:
-            raise
-        except aiohttp.ClientConnectionError as exc:
-            raise TransportError(str(exc)) from exc
-        except aiohttp.ClientError as exc:  # a broken payload or protocol: retrying won't help
-            raise ValueError(str(exc)) from exc
-
-    async def post_stream(self, url: str, body: bytes) -> tuple[Reply, Arrivals]:
-        arrivals: Arrivals = []
-        parts = bytearray()
-        try:
-            async with self.session.post(url, data=body) as resp:
-                async for piece in resp.content.iter_any():
-                    parts += piece
-                    arrivals.append((len(parts), time.perf_counter()))
-                return (resp.status, bytes(parts), resp.headers.get("Retry-After")), arrivals
-        except asyncio.TimeoutError:
-            raise
-        except aiohttp.ClientConnectionError as exc:
-            raise TransportError(str(exc)) from exc
-        except aiohttp.ClientError as exc:
-            raise ValueError(str(exc)) from exc
-
-
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on uvloop when it is installed (fewer Python frames per I/O event)."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
 
 
 def _text(raw: bytes) -> str:

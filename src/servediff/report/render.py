@@ -190,15 +190,17 @@ def summary(report: Report) -> dict[str, Any]:
     return out
 
 
-def summary_json(report: Report) -> bytes:
+# Divergence views laid out and written at a time by ``write_summary``.
+SLICE = 5_000
+
+
+def summary_json(report: Report, slice_size: int = SLICE) -> bytes:
     """``summary`` as JSON text indented by two, UTF-8 (what ``write_summary`` writes)."""
     out = io.BytesIO()
-    write_summary(report, out)
+    write_summary(report, out, slice_size)
     return out.getvalue()
 
 
-# Divergence views laid out and written at a time by ``write_summary``.
-_SLICE = 5_000
 # A marker no record's text holds: where a comparison's divergences go in the summary's text.
 _NONCE = uuid.uuid4().hex
 
@@ -207,7 +209,7 @@ def _marker(n: int) -> str:
     return f"\x00{_NONCE}:{n}"
 
 
-def write_summary(report: Report, out: IO[bytes]) -> None:
+def write_summary(report: Report, out: IO[bytes], slice_size: int = SLICE) -> None:
     """``summary`` as JSON text indented by two, UTF-8, written to ``out``: the values of
     ``json.dumps(summary(report), indent=2)`` in the same order and layout (non-ASCII text as
     UTF-8 rather than escaped; numbers in msgspec's shortest form, ``0.00001`` for ``1e-05``),
@@ -215,7 +217,7 @@ def write_summary(report: Report, out: IO[bytes]) -> None:
 
     msgspec encodes: the standard library's encoder takes its pure-Python path when asked to
     indent (5.6 s at a million shadow items, 280 MB of JSON). A comparison's divergences are laid
-    out ``_SLICE`` at a time, each slice encoded and let go before the next: at a million items
+    out ``slice_size`` at a time, each slice encoded and let go before the next: at a million items
     the 300,000 views and their dictionaries, held at once, took the summary past 2 GiB."""
     held: list[DivergenceViews] = []
     plain = {"record": "servediff-summary", **_plain(report, held)}
@@ -231,20 +233,20 @@ def write_summary(report: Report, out: IO[bytes]) -> None:
         line = text.rfind(b"\n", 0, start) + 1
         pad = b"\n" + b" " * (len(text[line:start]) - len(text[line:start].lstrip(b" ")))
         out.write(text[at:start])
-        _write_views(views, pad, out)
+        _write_views(views, pad, out, slice_size)
         at = start + len(marker)
     out.write(text[at:])
 
 
-def _write_views(views: DivergenceViews, pad: bytes, out: IO[bytes]) -> None:
+def _write_views(views: DivergenceViews, pad: bytes, out: IO[bytes], slice_size: int) -> None:
     """A list of divergence views as ``msgspec.json.format`` lays it out at the indentation
     ``pad`` (a newline and the spaces of the line that holds the list)."""
     if not len(views):
         out.write(b"[]")
         return
     out.write(b"[")
-    for start in range(0, len(views), _SLICE):
-        rows = [_plain(views.passing(i)) for i in range(start, min(start + _SLICE, len(views)))]
+    for start in range(0, len(views), slice_size):
+        rows = [_plain(views.passing(i)) for i in range(start, min(start + slice_size, len(views)))]
         body = msgspec.json.format(msgspec.json.encode(rows), indent=2)[1:-2]  # "\n  {…}" lines
         if start:
             out.write(b",")

@@ -11,7 +11,7 @@ Every number is a field of ``report.model.Comparison``; this module only words i
 from __future__ import annotations
 
 from servediff.compare.comparison import Comparison, DivergenceView, Side, TopK
-from servediff.compare.mechanism import Precision
+from servediff.compare.precision import Precision
 from servediff.report import fmt, wording
 from servediff.report.document import (
     Block,
