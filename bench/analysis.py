@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/main.py --parts analysis
 
-The records are written with servediff's own writer (``record.item_line``): prompts and texts
+The records are written with servediff's own writer (``records.item_line``): prompts and texts
 of a few hundred characters, retokenized token ids, scored fields (answer, gold, correct), a
 mix of identical and divergent texts (divergences at any position, some at character 0) and
 a few engine errors. The compare process (read both, compare, statistics, Markdown report)
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from common import PYTHON, Row, log, run_timed
 
-from servediff.records import SuiteInfo, item_line, make_header
+from servediff.records import SuiteInfo, item_line, make_header, make_item
 from servediff.suites.base import Score
 from servediff.types import Completion, SamplingParams
 
@@ -97,8 +97,8 @@ def write_records(cfg: Config, work: Path) -> tuple[Path, Path]:
     for i in range(cfg.items):
         a, b, sa, sb, prompt = _pair(i, rng)
         messages = [{"role": "user", "content": prompt}]
-        files[0].write(item_line(a, messages, sa, {}))
-        files[1].write(item_line(b, messages, sb if b.error is None else None, {}))
+        files[0].write(item_line(make_item(a, messages, sa, {})))
+        files[1].write(item_line(make_item(b, messages, sb if b.error is None else None, {})))
     for f in files:
         f.close()
     return paths

@@ -9,7 +9,7 @@ through ``servediff shadow`` (mirroring every request, then relaying only with `
 at concurrency 1 and 64, from one aiohttp client; latency is per request, sent to last byte.
 Rounds alternate ABBA so that load from other processes falls on both sides alike.
 
-Compare: two shadow records written with servediff's writer (``record.item_line``), as the proxy
+Compare: two shadow records written with servediff's writer (``records.item_line``), as the proxy
 writes them: chat messages, texts of a few hundred characters, usage, latency, the parameters as
 sent; 30 % of the texts differ. The compare process is timed from outside (wall, CPU, max RSS).
 """
@@ -116,7 +116,7 @@ def _measure(mode: str, c: int, n: int, rounds: int, direct: str, proxied: str) 
 def write_shadow_pair(items: int, work: Path, seed: int = 0) -> tuple[Path, Path]:
     """Two shadow records as the proxy writes them (its header shape, its item lines; answers
     that differ with their token ids and where they part, as the replay records them)."""
-    from servediff.records import SuiteInfo, item_line, make_header
+    from servediff.records import SuiteInfo, item_line, make_header, make_item
     from servediff.shadow.recorder import first_token
     from servediff.types import Completion, SamplingParams
 
@@ -195,7 +195,7 @@ def write_shadow_pair(items: int, work: Path, seed: int = 0) -> tuple[Path, Path
                 token_ids=token_ids,
                 token_source="retokenized" if token_ids else None,
             )
-            f.write(item_line(c, [{"role": "user", "content": prompt}], None, m))
+            f.write(item_line(make_item(c, [{"role": "user", "content": prompt}], None, m)))
     for f in files:
         f.close()
     return paths

@@ -13,7 +13,7 @@ import pytest
 from servediff.cli import main
 from tests.helpers.reference import ROOT
 
-STUDY = ROOT / "docs" / "gpu-h200-load" / "study.tar.xz"
+STUDY = ROOT / "docs" / "studies" / "gpu-h200-load" / "study.tar.xz"
 
 
 @pytest.fixture(scope="module")

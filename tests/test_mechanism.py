@@ -178,7 +178,7 @@ def test_drift_survival_and_precision() -> None:
 
 
 def write_run(path: Any, label: str, tokens: list[str], tops: list[Any] | None) -> None:
-    from servediff.records import SuiteInfo, item_line, make_header
+    from servediff.records import SuiteInfo, item_line, make_header, make_item
     from servediff.types import Completion, SamplingParams, TokenLogprob
 
     suite = SuiteInfo(name="s", version="1", source="t", data_sha256="0", content_sha256="0", item_ids=["x"])
@@ -194,7 +194,7 @@ def write_run(path: Any, label: str, tokens: list[str], tops: list[Any] | None) 
     c = Completion(
         "x", text="".join(tokens), n_tokens=len(tokens), tokens=tokens, logprobs=lps, token_source="engine"
     )
-    path.write_text(header.model_dump_json() + "\n" + item_line(c, "p", None, {}))
+    path.write_text(header.model_dump_json() + "\n" + item_line(make_item(c, "p", None, {})))
 
 
 def test_compare_reads_a_probe_record_and_the_threshold(tmp_path: Any) -> None:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servediff.records import Header, RecordError, item_line, make_header, read_run
+from servediff.records import Header, RecordError, item_line, make_header, make_item, read_run
 from servediff.runner import pending_ids
 from servediff.types import Completion, SamplingParams
 from tests.helpers.records import suite_info
@@ -46,7 +46,7 @@ def lines_of(items: list[tuple[str, bool]], retry: bool) -> dict[str, str]:
     for k, (text, errored) in enumerate(items):
         failed = errored and not retry
         c = Completion(item_id=f"i{k}", text="" if failed else text, error="engine down" if failed else None)
-        out[c.item_id] = item_line(c, [{"role": "user", "content": text}], None, {})
+        out[c.item_id] = item_line(make_item(c, [{"role": "user", "content": text}], None, {}))
     return out
 
 

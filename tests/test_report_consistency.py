@@ -21,7 +21,7 @@ from servediff.report.assembly import build
 from servediff.report.sections import speed as speed_section
 from tests.report_fixtures import write_study
 
-GPU_STUDY = Path(__file__).resolve().parents[1] / "docs" / "gpu-h200" / "study-full.tar.gz"
+GPU_STUDY = Path(__file__).resolve().parents[1] / "docs" / "studies" / "gpu-h200" / "study-full.tar.gz"
 
 
 def md_text(text: str) -> str:

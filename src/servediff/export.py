@@ -19,12 +19,19 @@ from servediff.compare.divergence import find_divergence
 from servediff.compare.quality import subject
 from servediff.compare.study import Study
 from servediff.records import Item, Run
+from servediff.records.schema import SCHEMA, Schema
 
-COLUMNS = (
-    "suite", "label", "repeat", "item_id", "error", "text", "sha256", "n_tokens", "finish_reason",
-    "latency_s", "answer", "gold", "correct", "subject", "reference", "identical_to_reference",
-    "first_diff_char", "first_diff_token", "record",
-)  # fmt: skip
+# Around the item's own fields (those ``ITEM_FIELDS`` marks for export, in its order).
+_BEFORE = ("suite", "label", "repeat", "item_id")
+_AFTER = ("subject", "reference", "identical_to_reference", "first_diff_char", "first_diff_token", "record")
+
+
+def columns(schema: Schema = SCHEMA) -> tuple[str, ...]:
+    """The table's columns, in order."""
+    return (*_BEFORE, *schema.exported, *_AFTER)
+
+
+COLUMNS = columns()
 
 
 class ExportError(ValueError):
@@ -38,7 +45,7 @@ def _against(item: Item, ref: Item | None) -> tuple[bool | None, int | None, int
     return (True, None, None) if d is None else (False, d.char_index, d.token_index)
 
 
-def row(run: Run, item_id: str, ref: Run) -> dict[str, Any]:
+def row(run: Run, item_id: str, ref: Run, schema: Schema = SCHEMA) -> dict[str, Any]:
     item = run.items.get(item_id)
     if item is None:  # not finished in this run: a row that says so, rather than a silent gap
         return {"suite": run.header.suite.name, "label": run.label, "repeat": run.header.repeat,
@@ -49,15 +56,7 @@ def row(run: Run, item_id: str, ref: Run) -> dict[str, Any]:
         "label": run.label,
         "repeat": run.header.repeat,
         "item_id": item_id,
-        "error": item.error,
-        "text": item.text,
-        "sha256": item.sha256,
-        "n_tokens": item.n_tokens,
-        "finish_reason": item.finish_reason,
-        "latency_s": item.latency_s,
-        "answer": item.answer,
-        "gold": item.gold,
-        "correct": item.correct,
+        **{name: getattr(item, name) for name in schema.exported},
         "subject": subject(item),
         "reference": f"{ref.label}#{ref.header.repeat}",
         "identical_to_reference": same,
@@ -67,21 +66,22 @@ def row(run: Run, item_id: str, ref: Run) -> dict[str, Any]:
     }
 
 
-def rows(study: Study) -> list[dict[str, Any]]:
+def rows(study: Study, schema: Schema = SCHEMA) -> list[dict[str, Any]]:
     out = []
     for suite in study.suites:
         configs = [c for c in study.configurations if c.suite == suite]
         ref = configs[0].runs[0]
         for c in configs:
             for run in c.runs:
-                out += [row(run, i, ref) for i in run.header.suite.item_ids]
-    return [{k: r.get(k) for k in COLUMNS} for r in out]
+                out += [row(run, i, ref, schema) for i in run.header.suite.item_ids]
+    names = columns(schema)
+    return [{k: r.get(k) for k in names} for r in out]
 
 
 def write_csv(table: Sequence[dict[str, Any]], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w = csv.DictWriter(f, fieldnames=list(table[0]) if table else COLUMNS)
         w.writeheader()
         w.writerows(table)
 
@@ -98,5 +98,6 @@ def write_parquet(table: Sequence[dict[str, Any]], path: Path) -> None:
     ints = ("repeat", "n_tokens", "first_diff_char", "first_diff_token")
     types = {**{c: pa.int64() for c in ints}, "latency_s": pa.float64(), "correct": pa.bool_(),
              "identical_to_reference": pa.bool_()}  # fmt: skip
-    schema = pa.schema([(c, types.get(c, pa.string())) for c in COLUMNS])
+    names = list(table[0]) if table else COLUMNS
+    schema = pa.schema([(c, types.get(c, pa.string())) for c in names])
     pq.write_table(pa.Table.from_pylist(list(table), schema=schema), str(path))

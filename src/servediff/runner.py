@@ -23,6 +23,7 @@ from servediff.records import (
     annotate,
     item_line,
     make_header,
+    make_item,
     read_header,
     read_run,
     seal,
@@ -156,7 +157,7 @@ def execute(
             # An engine failure is not a wrong answer: errored items are never scored.
             score = suite.scorer(sample, c) if suite.scorer and c.error is None else None
             payload = list(sample.messages) if sample.messages is not None else sample.prompt
-            f.write(item_line(c, payload, score, sample.metadata))
+            f.write(item_line(make_item(c, payload, score, sample.metadata)))
             f.flush()
             counts["errors" if c.error else "done"] += 1
             bar.update(1)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servediff.records import SuiteInfo, item_line, make_header
+from servediff.records import SuiteInfo, item_line, make_header, make_item
 from servediff.suites.base import Score
 from servediff.types import Completion, SamplingParams, TokenLogprob
 
@@ -75,7 +75,8 @@ def write_run(
         f.write(header.model_dump_json() + "\n")
         for x in lines:
             score = None if x.correct is None or x.error else Score(x.answer, x.gold or "", x.correct)
-            f.write(item_line(completion(x), [{"role": "user", "content": x.id}], score, x.metadata))
+            item = make_item(completion(x), [{"role": "user", "content": x.id}], score, x.metadata)
+            f.write(item_line(item))
     return path
 
 

@@ -1,6 +1,6 @@
 """Run records: what crosses from a record file into servediff, and nothing else.
 
-    servediff run --config stock --out runs/a1.jsonl --label stock    # writes one (make_header, item_line)
+    servediff run --config stock --out runs/a1.jsonl --label stock    # writes one (make_item, item_line)
     servediff compare runs/*.jsonl                                    # reads them (read_runs)
 
 One JSONL file per (configuration, suite, repeat): a header line (``Header``), then one line per
@@ -30,7 +30,15 @@ from servediff.records.schema import (
     SuiteInfo,
     TornHeader,
 )
-from servediff.records.writer import annotate, item_line, make_header, new_run_id, seal, sha256_text
+from servediff.records.writer import (
+    annotate,
+    item_line,
+    make_header,
+    make_item,
+    new_run_id,
+    seal,
+    sha256_text,
+)
 
 __all__ = [
     "LEAN",
@@ -48,6 +56,7 @@ __all__ = [
     "annotate",
     "item_line",
     "make_header",
+    "make_item",
     "new_run_id",
     "read_header",
     "read_run",

@@ -29,7 +29,7 @@ import msgspec
 
 from servediff.records.blocks import read_blocks
 from servediff.records.lean import Block, block_of
-from servediff.records.schema import lean_item
+from servediff.records.schema import SCHEMA, lean_item
 from servediff.records.worker import Child, Frames, cores, exit_if_orphaned, free_memory
 
 
@@ -109,7 +109,7 @@ class _Writer:
 
     def __init__(self, frames: Frames, parent: int) -> None:
         self.frames, self.parent = frames, parent
-        self.make = lean_item()
+        self.decoder = SCHEMA.lean_decoder
         self.whole = True  # as the reader's: the first item line goes line by line
 
     def lines(self, lines: Iterator[bytes]) -> bool:
@@ -121,7 +121,7 @@ class _Writer:
 
     def block(self, size: int, got: list[Any]) -> None:
         exit_if_orphaned(self.parent)
-        self.frames.write(Taken(size, block_of(got, self.make, plain=True)))
+        self.frames.write(Taken(size, block_of(got, SCHEMA, plain=True)))
 
 
 def main(argv: list[str]) -> int:

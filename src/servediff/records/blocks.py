@@ -17,7 +17,7 @@ from typing import IO, Any, Protocol
 
 import msgspec
 
-from servediff.records.schema import _LEAN_DECODER, Item
+from servediff.records.schema import Item
 
 
 class BlockReader(Protocol):
@@ -25,6 +25,7 @@ class BlockReader(Protocol):
     read-ahead process's writer (``records.ahead``)."""
 
     whole: bool
+    decoder: msgspec.json.Decoder[Item]  # the lean decoder of the schema read
 
     def lines(self, lines: Iterator[bytes]) -> bool: ...
     def block(self, size: int, got: list[Item]) -> None: ...
@@ -84,7 +85,7 @@ def read_blocks(reader: BlockReader, f: IO[bytes], block_bytes: int) -> None:
             reader.lines(iter((bytes(buf[start:end]),)))
             start = end
         if start < cut:
-            items = decode_block(buf, start, cut, masks)
+            items = decode_block(buf, start, cut, masks, reader.decoder)
             if items is None:
                 if not reader.lines(iter(io.BytesIO(buf[start:cut]))):
                     return
@@ -94,7 +95,9 @@ def read_blocks(reader: BlockReader, f: IO[bytes], block_bytes: int) -> None:
         reader.lines(iter((blocks.tail,)))
 
 
-def decode_block(buf: bytearray, start: int, end: int, masks: list[Any]) -> list[Item] | None:
+def decode_block(
+    buf: bytearray, start: int, end: int, masks: list[Any], decoder: msgspec.json.Decoder[Item]
+) -> list[Item] | None:
     """The items of the complete lines ``buf[start:end]``, one per line, or None where that is
     not what they hold. ``decode_lines`` passes over blank lines and takes two objects on one
     line; a block where every newline follows a closing brace and each gave one item has
@@ -102,7 +105,7 @@ def decode_block(buf: bytearray, start: int, end: int, masks: list[Any]) -> list
     same there)."""
     with memoryview(buf)[start:end] as block:
         try:
-            got = _LEAN_DECODER.decode_lines(block)
+            got = decoder.decode_lines(block)
             # The fields the decoder skips are not checked by it: the block is, whole (0.04 s a
             # 700 MB side). Where it fails, the lines say which one.
             codecs.utf_8_decode(block, "strict", True)

@@ -38,7 +38,7 @@ from servediff.records.blocks import LineBlocks, decode_block
 from servediff.records.lean import Block, LeanItems, block_of, put_times
 from servediff.records.placed import Placed
 from servediff.records.reader import Run, open_run, share_tokens, with_items_as_suite
-from servediff.records.schema import Header, Item, RecordError, lean_item, lean_line, whole_item
+from servediff.records.schema import SCHEMA, Header, Item, RecordError, lean_item, lean_line, whole_item
 from servediff.records.text_at import TextAt
 from servediff.records.worker import Child, Frames, exit_if_orphaned
 
@@ -152,7 +152,7 @@ def _assemble(
     ids += theirs.a.block.ids
     if len(set(ids)) != len(ids):
         return None  # an id twice: the ordinary read keeps its last line
-    stores = LeanItems(lean_item()), LeanItems(lean_item())
+    stores = LeanItems(SCHEMA), LeanItems(SCHEMA)
     shared: dict[int, int] = {}
     for store, mine, side in zip(stores, (own.a, own.b), (theirs.a, theirs.b)):
         store.ids = ids  # one list for both: the same ids in the same order
@@ -308,7 +308,6 @@ def _blocks(
     record's first item, read whole."""
     import numpy as np  # compare's, which has numpy loaded already
 
-    make = lean_item()
     f.seek(start)
     if first:
         line = f.readline()
@@ -318,13 +317,13 @@ def _blocks(
             raise Irregular("the first item line") from None
         if not line.endswith(b"\n") or start + len(line) > stop:
             raise Irregular("the first item line")
-        yield block_of([item], make, plain=False), array("q", [start])
+        yield block_of([item], SCHEMA, plain=False), array("q", [start])
         start += len(line)
     blocks = LineBlocks(f, block_bytes, stop - start)
     buf, at = blocks.buf, start
     masks: list[Any] = []
     for cut in blocks:
-        items = decode_block(buf, 0, cut, masks)
+        items = decode_block(buf, 0, cut, masks, SCHEMA.lean_decoder)
         if items is None:
             raise Irregular("a block that is not one item a line")
         # decode_block left the block's newlines in masks[0]: each line starts after one
@@ -334,7 +333,7 @@ def _blocks(
         starts[1:] = ends[:-1] + (at + 1)
         offsets = array("q")
         offsets.frombytes(starts.tobytes())
-        yield block_of(items, make, plain=True), offsets
+        yield block_of(items, SCHEMA, plain=True), offsets
         at += cut
     if blocks.tail:
         raise Irregular("a last line without its newline")

@@ -25,7 +25,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, ValuesView
 from functools import partial
 from itertools import compress, repeat
-from operator import attrgetter, is_not, ne, not_
+from operator import is_not, ne, not_
 from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
@@ -33,7 +33,7 @@ import msgspec
 from servediff.records.columns import Columns, engine_counters
 from servediff.records.items import RunItems
 from servediff.records.placed import Firsts, Placed, firsts_of
-from servediff.records.schema import Item
+from servediff.records.schema import Item, Schema
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,9 +41,6 @@ if TYPE_CHECKING:
 
 NAN = math.nan
 # What an item holds beyond its id, text, token count and times: a plain item has none of them.
-_REST_FIELDS = ("error", "token_ids", "tokens", "token_source", "logprobs", "answer", "gold", "correct")
-_REST = attrgetter(*_REST_FIELDS)
-_NONE = (None,) * len(_REST_FIELDS)
 _TIME_FIELDS = ("latency_s", "finished_at", "ttft_s", "itl_s")
 # The metadata of every plain item (nothing writes to an item's metadata).
 NO_METADATA: dict[str, Any] = {}
@@ -58,6 +55,7 @@ class LeanItems(RunItems):
         "_differ",
         "_index",
         "_make",
+        "_schema",
         "extras",
         "ids",
         "n_tokens",
@@ -68,8 +66,9 @@ class LeanItems(RunItems):
         "twinned",
     )
 
-    def __init__(self, make: Callable[..., Item]) -> None:
-        self._make = make
+    def __init__(self, schema: Schema) -> None:
+        self._schema = schema
+        self._make: Callable[..., Item] = schema.lean
         self.ids: list[str] = []
         # None where the text was not kept: ``text_at`` reads it back from the record (a shadow
         # pair read in halves, ``records.halves``, keeps a text only where either side's item
@@ -138,7 +137,7 @@ class LeanItems(RunItems):
     def append(self, got: list[Item], partner: Mapping[str, Any] | None, at: int, plain: bool) -> list[Item]:
         """Items read in order (``at`` item lines were read before them): ``adopt`` of their
         ``block_of``. Returns the items kept whole."""
-        return self.adopt(block_of(got, self._make, plain), partner, at)
+        return self.adopt(block_of(got, self._schema, plain), partner, at)
 
     def adopt(self, block: Block, partner: Mapping[str, Any] | None, at: int) -> list[Item]:
         """A block's columns (``block_of``), made here or by a read-ahead process
@@ -303,13 +302,14 @@ class Block(msgspec.Struct, array_like=True, gc=False):
     kept: list[tuple[int, Any]]
 
 
-def block_of(got: list[Item], make: Callable[..., Item], plain: bool) -> Block:
+def block_of(got: list[Item], schema: Schema, plain: bool) -> Block:
     """The columns of items read in order. ``plain``: the items came from the lean block decoder
-    (``make``; none holds an input, a hash or a finish reason); else each is checked whole.
+    (``schema.lean``; none holds a field the lean read skips); else each is checked whole.
 
     The block is turned into columns in C (each item a tuple, the tuples transposed): the ids,
     texts, token counts and times taken by a pass over each attribute cost 2.4 times as much at
     a million items a side."""
+    make = schema.lean
     n, at_, structs = len(got), _fields(make), cast("list[msgspec.Struct]", got)
     fields = list(zip(*map(msgspec.structs.astuple, structs))) if n else [()] * len(at_)
     times = []
@@ -331,13 +331,13 @@ def block_of(got: list[Item], make: Callable[..., Item], plain: bool) -> Block:
                 firsts.append(metadata[k]["first_token"])
             else:
                 kept.add(k)
-        for name in _REST_FIELDS:
+        for name in schema.kept:  # a lean read's kept fields: None unless the line held them
             values = fields[at_[name]]
             if values.count(None) != n:
                 kept.update(compress(range(n), map(is_not, values, repeat(None))))
         where: Iterable[int] = sorted(kept)
     else:
-        where = compress(range(n), map(not_, map(partial(_is_plain, make), got)))
+        where = compress(range(n), map(not_, map(partial(_is_plain, schema), got)))
     return Block(
         ids=list(fields[at_["id"]]),
         texts=list(fields[at_["text"]]),
@@ -382,16 +382,9 @@ def _fields(make: Callable[..., Any]) -> dict[str, int]:
     return at
 
 
-def _is_plain(make: Callable[..., Any], item: Item) -> bool:
+def _is_plain(schema: Schema, item: Item) -> bool:
     """An item made back from the columns would be this one: a lean item with nothing else."""
-    return (
-        type(item) is make
-        and _REST(item) == _NONE
-        and not item.metadata
-        and item.input is None
-        and item.sha256 == ""
-        and item.finish_reason is None
-    )
+    return type(item) is schema.lean and schema.beyond(item) == schema.beyond_defaults and not item.metadata
 
 
 class _Values(ValuesView[Item]):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servediff.records.schema import SCHEMA, Schema
+
 
 @dataclass(frozen=True, slots=True)
 class ReadOptions:
@@ -27,6 +29,9 @@ class ReadOptions:
     halves_bytes: int | None = 64 << 20
     # The share of a record's items that this process reads in halves; the child reads the rest.
     halves_share: float = 0.5
+    # What an item line holds (``schema.Schema``): the record's, or one with a field more (a
+    # test). The children read the record's only: another is read here.
+    schema: Schema = SCHEMA
 
 
 LEAN = ReadOptions()  # how an analysis reads records

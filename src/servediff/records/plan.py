@@ -26,7 +26,7 @@ from servediff.records.halves import Begun, begin
 from servediff.records.options import LEAN, ReadOptions
 from servediff.records.probes import PROBE_RECORD, ProbeSet, read_probes
 from servediff.records.reader import Run, parse_header, read_run
-from servediff.records.schema import Header, RecordError
+from servediff.records.schema import SCHEMA, Header, RecordError
 from servediff.records.worker import cores
 
 Kind = Literal["run", "probe"]
@@ -132,7 +132,13 @@ class Reading:
     def _ahead(self, s: Sniffed) -> bool:
         """Worth parsing in a child: a shadow record read lean, large enough to pay for a child."""
         limit = self.options.ahead_bytes
-        return self.options.lean and s.shadow and limit is not None and s.size >= limit and _children()
+        return (
+            self.options.lean
+            and s.shadow
+            and limit is not None
+            and s.size >= limit
+            and _children(self.options)
+        )
 
     def close(self) -> None:
         """End the children still reading; close the records."""
@@ -152,17 +158,17 @@ def read_runs(paths: Sequence[Path], options: ReadOptions = LEAN) -> tuple[list[
         return reading.finish()
 
 
-def _children() -> bool:
-    """A child can read beside this process: an anonymous in-memory file for its output, and a
-    second core (with one, a child would only take turns with this process)."""
-    return hasattr(os, "memfd_create") and cores() >= 2
+def _children(options: ReadOptions) -> bool:
+    """A child can read beside this process: an anonymous in-memory file for its output, a second
+    core (with one, a child would only take turns with this process), and the record's schema."""
+    return hasattr(os, "memfd_create") and cores() >= 2 and options.schema is SCHEMA
 
 
 def _halves(sniffed: list[Sniffed], options: ReadOptions) -> list[tuple[int, int]]:
     """Each shadow segment's two records worth reading in halves: the only two records of their
     segment, both at least ``options.halves_bytes``."""
     limit = options.halves_bytes
-    if not options.lean or limit is None or not _children():
+    if not options.lean or limit is None or not _children(options):
         return []
     by_segment: dict[str, list[int]] = {}
     for k, s in enumerate(sniffed):

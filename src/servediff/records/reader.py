@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol, cast
@@ -33,17 +33,13 @@ from servediff.records.items import ItemDict, RunItems, item_dict
 from servediff.records.lean import Block, LeanItems, block_of, column_store
 from servediff.records.options import WHOLE, ReadOptions
 from servediff.records.schema import (
-    _DECODER,
-    _LEAN_DECODER,
     HEADER_START,
     SCHEMA_VERSION,
     Header,
     Item,
     RecordError,
+    Schema,
     TornHeader,
-    _ItemModel,
-    _LeanItem,
-    lean_item,
 )
 
 _NEWLINE = b"\n"
@@ -147,7 +143,7 @@ def read_run(
     """Read a record. A cut last line (the writer was killed mid-write) is left out: see ``torn``.
 
     ``options.lean``: a shadow record's items after the first are read without their input and with only
-    the metadata compare uses (``schema.LeanItem``), and an item whose text is the same as in the other
+    the metadata compare uses (``Schema.lean``), and an item whose text is the same as in the other
     side's record (one of ``beside``, runs already read) shares that text; other records are read
     whole either way. ``ahead``: a read-ahead process parsing this record
     (``records.ahead``), whose frames a lean read replays where it finished cleanly."""
@@ -162,7 +158,7 @@ def read_run(
         run = open_run(path, f, header)
         lean = options.lean and "shadow" in run.header.extra
         partner = _partner(run, beside) if lean else None
-        _read_items(run, f, options.block_bytes if lean else 0, partner, ahead)
+        _read_items(run, f, options.block_bytes if lean else 0, partner, ahead, options.schema)
     return with_items_as_suite(run)
 
 
@@ -192,13 +188,18 @@ def _partner(run: Run, beside: Sequence[Run]) -> Mapping[str, Item] | None:
 
 
 def _read_items(
-    run: Run, f: IO[bytes], block_bytes: int, partner: Mapping[str, Item] | None, ahead: Ahead | None
+    run: Run,
+    f: IO[bytes],
+    block_bytes: int,
+    partner: Mapping[str, Item] | None,
+    ahead: Ahead | None,
+    schema: Schema,
 ) -> None:
     """Every item line of ``f`` into ``run`` (its header already read): line by line, or (where
     ``block_bytes``) a lean read in blocks, decoded here or replayed from a read-ahead process's
     frames."""
     lean = block_bytes > 0
-    reader = _Reader(run, lean, partner)
+    reader = _Reader(run, lean, partner, schema)
     try:
         if lean:
             if ahead is None or not ahead.replay(reader):
@@ -217,12 +218,16 @@ class _Reader:
     and how many item lines were decoded (the partner's item at that position is the next one's
     twin). A lean read keeps its items as columns (``store``); an ordinary one in ``items``."""
 
-    __slots__ = ("end", "items", "last", "lean", "n", "partner", "read", "run", "shared", "store", "whole")
+    __slots__ = (
+        "decoder", "end", "items", "last", "lean", "n", "partner", "read", "run", "schema", "shared", "store",
+        "whole",
+    )  # fmt: skip
 
-    def __init__(self, run: Run, lean: bool, partner: Mapping[str, Item] | None) -> None:
-        self.run, self.lean, self.partner = run, lean, partner
+    def __init__(self, run: Run, lean: bool, partner: Mapping[str, Item] | None, schema: Schema) -> None:
+        self.run, self.lean, self.partner, self.schema = run, lean, partner, schema
+        self.decoder = schema.lean_decoder
         self.items = ItemDict()
-        self.store = LeanItems(cast("Callable[..., Item]", _LeanItem))
+        self.store = LeanItems(schema)
         run.items = self.store if lean else self.items
         self.read = 0  # item lines decoded
         # The number of the last line read (the header is line 1).
@@ -236,7 +241,7 @@ class _Reader:
         A line that fails the fast decoder is blank (skipped), or pydantic says what is wrong
         with it, or it is a cut last line. The loop keeps to locals (a whole read of a large
         record passes through here) and finds a blank line by the decoder refusing it."""
-        decode = _DECODER.decode if self.whole else _LEAN_DECODER.decode
+        decode = self.schema.decoder.decode if self.whole else self.decoder.decode
         items, lean = self.items, self.lean
         n, end, last = self.n, self.end, self.last
         try:
@@ -249,7 +254,7 @@ class _Reader:
                         end, last = end + len(line), line
                         continue
                     try:
-                        item = _lax(line)
+                        item = _lax(self.schema, line)
                     except ValidationError as exc:
                         if _is_cut(line, exc):
                             self.run.torn = n  # only the last line can lack a newline: not done
@@ -263,7 +268,7 @@ class _Reader:
                     self.store.append([item], self.partner, self.read, plain=False)
                     if self.whole:  # the report names the prompts' form from the first item
                         self.store.keep(item)
-                    decode, self.whole = _LEAN_DECODER.decode, False
+                    decode, self.whole = self.decoder.decode, False
                 else:
                     items[item.id] = item
                 end, last = end + len(line), line
@@ -275,7 +280,7 @@ class _Reader:
     def block(self, size: int, got: list[Item]) -> None:
         """A block of complete lines (``size`` bytes) the block decoder took whole: ``got``
         holds one item a line."""
-        self.adopt(size, block_of(got, lean_item(), plain=True))
+        self.adopt(size, block_of(got, self.schema, plain=True))
 
     def adopt(self, size: int, block: Block) -> None:
         """A block of complete lines (``size`` bytes) as columns (``block``), one item a line:
@@ -307,11 +312,11 @@ class Ahead(Protocol):
         ...
 
 
-def _lax(line: bytes) -> Item:
+def _lax(schema: Schema, line: bytes) -> Item:
     """A line the strict decoder refused: pydantic says what is wrong with it (ValidationError),
     or, where its lax mode accepts it (a number written as a string), the item it means."""
-    model = _ItemModel.model_validate_json(line)
-    return msgspec.convert(model.model_dump(), Item)
+    model = schema.model.model_validate_json(line)
+    return msgspec.convert(model.model_dump(), schema.item)
 
 
 def _is_cut(line: bytes, exc: ValidationError) -> bool:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, TypedDict, cast
+from collections.abc import Mapping
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any, Literal, TypedDict, cast
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -122,7 +125,8 @@ class Item(
 ):
     """One finished item, as read back. A msgspec struct, not a pydantic model: a shadow record
     holds millions of lines, and validating each with pydantic was about 2/3 of compare's time
-    (bench/analysis.py). ``_ItemModel``, derived from it, names a bad field.
+    (bench/analysis.py). ``Schema.model``, derived from it, names a bad field; ``ITEM_FIELDS``
+    says how each field is written, read lean and exported.
 
     ``gc=False``: an item refers only to strings, numbers, lists and dicts, never back to itself,
     so the cyclic GC need not track millions of them."""
@@ -170,12 +174,6 @@ def _pydantic_twin(struct: type[msgspec.Struct]) -> type[_Model]:
     return model
 
 
-_ItemModel = _pydantic_twin(Item)
-
-
-_DECODER = msgspec.json.Decoder(Item)
-
-
 class _ShadowMetadata(TypedDict, total=False):
     """What compare reads of a shadow item's metadata; the request's path and parameters as sent
     stay on disk."""
@@ -188,57 +186,134 @@ class _ShadowMetadata(TypedDict, total=False):
     first_token: list[int | None]
 
 
-# A shadow item as compare reads it: an Item without its input (the messages) and with only the
-# metadata above. Shadow records reach millions of lines, and no analysis reads the messages or
-# the parameters as sent, yet they were most of an item's memory (1.7 KB per item with them,
-# 0.7 KB without, on bench/shadow.py's records). Renaming "input" to a key no line holds makes
-# the decoder skip it; unknown keys are skipped too, so the strict check of field names is the
-# ordinary read's (``lean=False``). The SHA-256 of the text and the finish reason are skipped
-# likewise ("" and None here): compare reads neither (it compares the texts themselves), and they
+# How each item field is written, read lean and exported: one entry per field of ``Item``, in its
+# order (``Schema`` refuses an item type whose fields the table does not declare). ``lean``:
+# "column", a column of the lean store of its own (the id, the text, the token count); "time", one
+# of the store's four float columns; "skipped", a field a lean read leaves out (at ``lean_default``);
+# "kept", a field a lean read keeps: an item holding it is kept whole (what a new field is, unless
+# the store is given a column for it); "metadata", the metadata (only what compare reads, lean).
+ItemUse = Literal["column", "time", "skipped", "kept", "metadata"]
+
+
+@dataclass(frozen=True, slots=True)
+class ItemField:
+    lean: ItemUse
+    always: bool = False  # written even at its default (null): a record has always held it
+    digits: int | None = None  # rounded to this many decimals when written (times)
+    export: bool = False  # a column of ``servediff export``
+    lean_default: Any = None  # what a lean read leaves a skipped field at
+
+
+# A shadow item as compare reads it (``Schema.lean``): an Item without its input (the messages)
+# and with only the metadata compare reads. Shadow records reach millions of lines, and no
+# analysis reads the messages or the parameters as sent, yet they were most of an item's memory
+# (1.7 KB per item with them, 0.7 KB without, on bench/shadow.py's records). Renaming a skipped
+# field to a key no line holds makes the decoder skip it; unknown keys are skipped too, so the
+# strict check of field names is the ordinary read's. The SHA-256 of the text and the finish
+# reason are skipped likewise: compare reads neither (it compares the texts themselves), and they
 # were 166 bytes an item and a side, each a fresh object to allocate. The token ids the shadow
 # replay asks the candidate's tokenizer for, where two answers differ, are skipped too, and the
 # source they name: compare places the divergence from the item's "first_token" (taken from
-# those ids when recorded), and reading the ids of 300,000 divergent pairs cost seconds. A
-# subclass of Item: everything downstream reads it as one.
-_LeanItem = msgspec.defstruct(
-    "LeanItem",
-    [
-        ("input", Any, None),
-        ("sha256", str, ""),
-        ("finish_reason", str | None, None),
-        ("token_ids", list[int] | None, None),
-        ("token_source", str | None, None),
-        ("metadata", _ShadowMetadata, msgspec.field(default_factory=dict)),
-    ],
-    bases=(Item,),
-    rename={
-        "input": " input (not read)",
-        "sha256": " sha256 (not read)",
-        "finish_reason": " finish_reason (not read)",
-        "token_ids": " token_ids (not read)",
-        "token_source": " token_source (not read)",
-    },
-    forbid_unknown_fields=False,
-    frozen=True,
-    kw_only=True,
-    gc=False,
-)
+# those ids when recorded), and reading the ids of 300,000 divergent pairs cost seconds.
+ITEM_FIELDS: dict[str, ItemField] = {
+    "id": ItemField("column", always=True),
+    "input": ItemField("skipped", always=True),
+    "text": ItemField("column", always=True, export=True),
+    "sha256": ItemField("skipped", always=True, export=True, lean_default=""),
+    "n_tokens": ItemField("column", always=True, export=True),
+    "finish_reason": ItemField("skipped", always=True, export=True),
+    "latency_s": ItemField("time", always=True, digits=6, export=True),
+    "error": ItemField("kept", always=True, export=True),
+    "ttft_s": ItemField("time", digits=6),
+    "itl_s": ItemField("time", digits=6),
+    "finished_at": ItemField("time", digits=6),
+    "token_ids": ItemField("skipped"),
+    "tokens": ItemField("kept"),
+    "token_source": ItemField("skipped"),
+    "logprobs": ItemField("kept"),
+    "answer": ItemField("kept", export=True),
+    "gold": ItemField("kept", export=True),
+    "correct": ItemField("kept", export=True),
+    "metadata": ItemField("metadata"),
+}
+# The lean store's own columns: a field of another use than "kept" or "skipped" needs its code.
+_STORE = ("id", "text", "n_tokens", "latency_s", "finished_at", "ttft_s", "itl_s", "metadata")
 
 
-_LEAN_DECODER: msgspec.json.Decoder[Item] = msgspec.json.Decoder(_LeanItem)
+class Schema:
+    """An item type and the table of its fields: what every path writes, reads whole, reads lean
+    and exports. ``SCHEMA`` is the record's; a test adds a field with a subclass of ``Item`` and
+    one more table entry, and reads with ``ReadOptions(schema=...)``."""
+
+    def __init__(self, item: type[Item], fields: Mapping[str, ItemField]) -> None:
+        names = [f.name for f in msgspec.structs.fields(item)]
+        if set(names) != set(fields):
+            odd = sorted(set(names) ^ set(fields))
+            raise TypeError(f"the table does not declare {item.__name__}'s fields exactly: {odd}")
+        self.item, self.fields = item, {n: fields[n] for n in names}
+        stored = sorted(n for n, f in self.fields.items() if f.lean in ("column", "time", "metadata"))
+        if stored != sorted(_STORE):
+            raise TypeError(f"the lean store keeps {sorted(_STORE)} as columns, not {stored}")
+        self.lean = _lean_view(item, self.fields)
+        self.decoder = msgspec.json.Decoder(item)
+        self.lean_decoder: msgspec.json.Decoder[Item] = msgspec.json.Decoder(self.lean)
+        self.model = _pydantic_twin(item)
+        self.kept = tuple(n for n, f in self.fields.items() if f.lean == "kept")
+        self.exported = tuple(n for n, f in self.fields.items() if f.export)
+        # what a plain lean item holds beyond its columns: each field at its lean default
+        beyond = [n for n, f in self.fields.items() if f.lean in ("kept", "skipped")]
+        self.beyond = attrgetter(*beyond)
+        self.beyond_defaults = tuple(self.fields[n].lean_default for n in beyond)
+
+    def line(self, item: Item) -> str:
+        """``item`` as one line of a record (fields at their defaults left out, but those a
+        record has always held)."""
+        out: dict[str, Any] = {}
+        for f in msgspec.structs.fields(item):
+            use, value = self.fields[f.name], getattr(item, f.name)
+            default = f.default if f.default_factory is msgspec.NODEFAULT else f.default_factory()
+            if use.always or value != default:
+                rounded = use.digits is not None and value is not None
+                out[f.name] = round(value, use.digits) if rounded else value
+        return json.dumps(out, ensure_ascii=False) + "\n"
+
+
+def _lean_view(item: type[Item], fields: Mapping[str, ItemField]) -> type[Item]:
+    """A subclass of ``item`` whose skipped fields are renamed to keys no line holds (so never
+    decoded) and whose metadata is only what compare reads: everything downstream reads it as an
+    item."""
+    types = {f.name: f.type for f in msgspec.structs.fields(item)}
+    skipped = [n for n, f in fields.items() if f.lean == "skipped"]
+    view = msgspec.defstruct(
+        f"Lean{item.__name__}",
+        [
+            *((n, types[n], fields[n].lean_default) for n in skipped),
+            ("metadata", _ShadowMetadata, msgspec.field(default_factory=dict)),
+        ],
+        bases=(item,),
+        rename={n: f" {n} (not read)" for n in skipped},
+        forbid_unknown_fields=False,
+        frozen=True,
+        kw_only=True,
+        gc=False,
+    )
+    return cast("type[Item]", view)
+
+
+SCHEMA = Schema(Item, ITEM_FIELDS)
 
 
 def lean_item() -> type[Item]:
-    """The type a lean read decodes an item line into (``_LeanItem``)."""
-    return cast("type[Item]", _LeanItem)
+    """The type a lean read decodes an item line into (``SCHEMA.lean``)."""
+    return SCHEMA.lean
 
 
 def whole_item(line: bytes) -> Item:
     """An item line decoded whole, as an ordinary read does (msgspec.DecodeError if it is not
     one the fast decoder takes: the ordinary read says what is wrong with it)."""
-    return _DECODER.decode(line)
+    return SCHEMA.decoder.decode(line)
 
 
 def lean_line(line: bytes) -> Item:
     """An item line decoded as a lean read decodes it (msgspec.DecodeError as ``whole_item``)."""
-    return _LEAN_DECODER.decode(line)
+    return SCHEMA.lean_decoder.decode(line)

@@ -9,7 +9,6 @@ present (``Run.done_ids``); ``seal`` first makes the file safe to append to.
 from __future__ import annotations
 
 import hashlib
-import json
 import platform
 import subprocess
 import uuid
@@ -20,7 +19,7 @@ from typing import Any
 
 from servediff import __version__
 from servediff.records.reader import Run, read_header
-from servediff.records.schema import Header, SamplingInfo, SuiteInfo
+from servediff.records.schema import SCHEMA, Header, Item, SamplingInfo, Schema, SuiteInfo
 from servediff.suites.base import Score
 from servediff.types import Completion, SamplingParams
 
@@ -101,42 +100,39 @@ def new_run_id() -> str:
     return uuid.uuid4().hex
 
 
-def item_line(c: Completion, input_: Any, score: Score | None, metadata: dict[str, Any]) -> str:
-    """One JSON line for a finished item. Plain dicts: this runs once per request."""
-    d: dict[str, Any] = {
-        "id": c.item_id,
-        "input": input_,
-        "text": c.text,
-        "sha256": sha256_text(c.text),
-        "n_tokens": c.n_tokens,
-        "finish_reason": c.finish_reason,
-        "latency_s": round(c.latency_s, 6),
-        "error": c.error,
-    }
-    for key in ("ttft_s", "itl_s"):
-        value = getattr(c, key)
-        if value is not None:
-            d[key] = round(value, 6)
-    if c.finished_at is not None:
-        d["finished_at"] = round(c.finished_at, 6)
-    if c.token_ids is not None:
-        d["token_ids"] = c.token_ids
-    if c.tokens is not None:
-        d["tokens"] = c.tokens
-    if c.token_source is not None:
-        d["token_source"] = c.token_source
-    if c.logprobs is not None:
-        d["logprobs"] = [[t.token, t.logprob, [list(p) for p in t.top]] for t in c.logprobs]
-    if score is not None:
-        d.update(answer=score.answer, gold=score.gold, correct=score.correct)
+def make_item(c: Completion, input_: Any, score: Score | None, metadata: dict[str, Any]) -> Item:
+    """A finished request as the item its record holds."""
     if c.engine_meta:
         metadata = {**metadata, "engine": c.engine_meta}
     if c.engine_timings:
         # The engine's own numbers, kept apart from servediff's measurements.
         metadata = {**metadata, "engine_timings": c.engine_timings}
-    if metadata:
-        d["metadata"] = metadata
-    return json.dumps(d, ensure_ascii=False) + "\n"
+    return Item(
+        id=c.item_id,
+        input=input_,
+        text=c.text,
+        sha256=sha256_text(c.text),
+        n_tokens=c.n_tokens,
+        finish_reason=c.finish_reason,
+        latency_s=c.latency_s,
+        error=c.error,
+        ttft_s=c.ttft_s,
+        itl_s=c.itl_s,
+        finished_at=c.finished_at,
+        token_ids=c.token_ids,
+        tokens=c.tokens,
+        token_source=c.token_source,
+        logprobs=None if c.logprobs is None else [(t.token, t.logprob, list(t.top)) for t in c.logprobs],
+        answer=None if score is None else score.answer,
+        gold=None if score is None else score.gold,
+        correct=None if score is None else score.correct,
+        metadata=metadata,
+    )
+
+
+def item_line(item: Item, schema: Schema = SCHEMA) -> str:
+    """One JSON line for a finished item: each field as ``schema``'s table says (``ITEM_FIELDS``)."""
+    return schema.line(item)
 
 
 def seal(run: Run) -> str | None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from servediff.compare.divergence import first_difference
-from servediff.records import SuiteInfo, item_line, make_header
+from servediff.records import SuiteInfo, item_line, make_header, make_item
 from servediff.shadow.request import Mirrored
 from servediff.types import Completion, SamplingParams
 
@@ -102,7 +102,7 @@ class Recorder:
             if placed is not None:
                 index, ours, theirs = placed if side == "primary" else (placed[0], placed[2], placed[1])
                 own = {**meta, "first_token": [index, ours, theirs]}
-            self.files[side].write(item_line(c, req.input, None, own))  # type: ignore[index]
+            self.files[side].write(item_line(make_item(c, req.input, None, own)))  # type: ignore[index]
         for f in self.files.values():
             f.flush()
         if self.rotate_bytes and max(f.tell() for f in self.files.values()) >= self.rotate_bytes:
