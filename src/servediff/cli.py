@@ -71,6 +71,27 @@ def _engine_spec(args: argparse.Namespace) -> tuple[EngineSpec, int]:
     return EngineSpec(args.label or args.config, llama=knobs, model_path=args.model_path), 1
 
 
+def _counters(engine: Any) -> Any:
+    """A server's feature counters before a run (vLLM's /metrics); None for other engines."""
+    if getattr(engine, "kind", None) != "http" or not hasattr(engine, "profile"):
+        return None
+    from servediff.engines.run_counters import read_counters
+
+    return read_counters(engine.base_url, engine.profile)
+
+
+def _verify(engine: Any, claims: Sequence[str], before: Any, result: Any) -> None:
+    """Record in the header what the counters say the run engaged (as experiments do)."""
+    if before is None and not claims:
+        return
+    from servediff.engines.run_counters import read_counters, run_verification
+    from servediff.record import annotate
+
+    after = read_counters(engine.base_url, engine.profile) if before is not None else None
+    covers = "whole run" if result.skipped == 0 else f"resumed part ({result.total - result.skipped} items)"
+    annotate(result.path, {"verification": run_verification(engine.profile, claims, before, after, covers)})
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from servediff.engines.factory import make_engine
     from servediff.runner import RunPlan, execute
@@ -122,7 +143,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         suite, spec.label, args.out, sampling, repeat=args.repeat, concurrency=concurrency, extra=extra
     )
     try:
+        before = _counters(engine)
         result = execute(plan, engine, progress=not args.no_progress)
+        _verify(engine, args.claim or (), before, result)
     finally:
         engine.close()
     print(

@@ -29,6 +29,7 @@ from servediff.argtypes import (
     proportion,
 )
 from servediff.audit.arguments import add_audit
+from servediff.engines.profiles import CLAIMS
 from servediff.option_rules import RUN_RULES, Rule, first_broken
 from servediff.shadow.arguments import add_shadow
 from servediff.types import MAX_SAMPLES
@@ -228,6 +229,15 @@ def _add_http(p: argparse.ArgumentParser) -> None:
         "--api-key-env",
         default="OPENAI_API_KEY",
         help="environment variable holding the API key (the key is never recorded)",
+    )
+    g.add_argument(
+        "--claim",
+        action="append",
+        choices=list(CLAIMS),
+        help="a feature this server is meant to have on (repeatable); against vLLM the run reads "
+        "/metrics before and after and the report says whether it engaged (speculative_decoding: "
+        "drafted and accepted tokens; prefix_caching: cache hits). Engaged features are shown "
+        "even when not claimed",
     )
     g.add_argument(
         "--score-api",

@@ -333,15 +333,16 @@ class HTTPEngine:
 
     def probe_text(self, prompt_text: str, k: int) -> ProbeResult:
         """Top-k of the next token after a fully rendered prompt, via /v1/completions."""
+        return self._next_token(prompt_text, k, "http: /v1/completions, one pass over prompt + prefix")
 
+    def probe_ids(self, ids: list[int], k: int) -> ProbeResult:
+        """Top-k of the next token after a prompt given as token ids (vLLM and SGLang take a
+        list of ids as the prompt): the context is exactly these tokens."""
+        return self._next_token(ids, k, "http: /v1/completions over token ids, one pass over prompt + prefix")
+
+    def _next_token(self, prompt: str | list[int], k: int, method: str) -> ProbeResult:
         async def go() -> dict[str, Any]:
-            body = {
-                "model": self.model,
-                "prompt": prompt_text,
-                "max_tokens": 1,
-                "temperature": 0.0,
-                "logprobs": k,
-            }
+            body = {"model": self.model, "prompt": prompt, "max_tokens": 1, "temperature": 0.0, "logprobs": k}
             async with self._session() as s:
                 return await self._post(s, f"{self.base_url}/v1/completions", json.dumps(body))
 
@@ -354,7 +355,45 @@ class HTTPEngine:
             # failure of the probe (retrying gives the same answer).
             return ProbeResult((), NO_LOGPROBS_AT_END)
         pairs = sorted(listed[0].items(), key=lambda x: -x[1])
-        return ProbeResult(tuple(pairs[:k]), "http: /v1/completions, one pass over prompt + prefix")
+        return ProbeResult(tuple(pairs[:k]), method)
+
+    def chat_ids(self, messages: Sequence[Mapping[str, Any]], chat_kwargs: Mapping[str, Any]) -> list[int]:
+        """The token ids of ``messages`` as the server renders them for generation (its own chat
+        template, the assistant turn opened): vLLM's ``/tokenize`` with ``messages``."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "add_generation_prompt": True,
+            "add_special_tokens": False,  # vLLM's default for chat: the template adds its own
+        }
+        if chat_kwargs:
+            body["chat_template_kwargs"] = dict(chat_kwargs)
+        return self._tokens("/tokenize", body, "render chat messages (POST /tokenize with messages)")
+
+    def text_ids(self, text: str) -> list[int]:
+        """The server's token ids of a text, without special tokens."""
+        return self._tokens("/tokenize", json.loads(tokenize.body("openai", text, self.model)), "tokenize")
+
+    def _tokens(self, path: str, body: Mapping[str, Any], what: str) -> list[int]:
+        async def go() -> dict[str, Any]:
+            async with self._session() as s:
+                return await self._post(s, f"{self.base_url}{path}", json.dumps(body))
+
+        try:
+            out = asyncio.run(go())
+        except (_RetryableError, ValueError, aiohttp.ClientError) as exc:
+            raise EngineError(
+                f"{self.base_url} cannot {what}: {exc}; give the model's chat template instead "
+                "(--template / [probes] template: a model folder, tokenizer_config.json, .gguf or Jinja file)"
+            ) from None
+        tokens = out.get("tokens")
+        if not isinstance(tokens, list) or not all(
+            isinstance(t, int) and not isinstance(t, bool) for t in tokens
+        ):
+            raise EngineError(
+                f"{self.base_url}{path} answered without a list of token ids: {json.dumps(out)[:200]}"
+            )
+        return tokens
 
     def close(self) -> None:
         pass
