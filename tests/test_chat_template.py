@@ -103,7 +103,7 @@ def test_the_folder_transformers_writes(tmp_path: Path) -> None:
 
 def test_templates_are_sandboxed_and_may_refuse() -> None:
     hostile = ChatTemplate("{{ ''.__class__.__mro__[1].__subclasses__() }}", "", "", "test")
-    with pytest.raises(Exception, match="unsafe|not safely|access"):
+    with pytest.raises(Exception, match=r"unsafe|not safely|access"):
         hostile.render(MESSAGES)
     refusing = ChatTemplate("{{ raise_exception('system messages are not supported') }}", "", "", "test")
     with pytest.raises(EngineError, match="system messages are not supported"):
@@ -134,5 +134,5 @@ def test_a_cut_or_hostile_gguf_is_one_clear_error(tmp_path: Path) -> None:
         load_template(not_gguf)
     bare = tmp_path / "folder"
     bare.mkdir()
-    with pytest.raises(EngineError, match="without chat_template.jinja or tokenizer_config.json"):
+    with pytest.raises(EngineError, match=r"without chat_template\.jinja or tokenizer_config\.json"):
         load_template(bare)
