@@ -11,15 +11,16 @@
 # CUDA torch image, scripts/gpu/vllm-wheels.txt), models/ (the registry's Qwen2.5-Coder 0.5B and
 # 1.5B Q4_K_M GGUFs) and data/gsm8k/test.jsonl.
 #
-# Phases (PHASES, default "shapes kl seed"), each timed in ROOT/vllm.log:
-#   shapes  a tuned 1.5B server (prefix caching + n-gram speculation): scripts/record_server_fixtures.py
-#           records every answer shape servediff reads, its /metrics with speculative-decoding
-#           counters (ROOT/shapes → tests/data/vllm/, with the stock server's from the next phase)
-#   kl      the 1.5B in bf16 and in FP8, one server each: the stock server's shapes, then the 20 prompts (the bf16 run is the
+# Phases (PHASES, default "shapes seed kl"), each timed in ROOT/vllm.log:
+#   shapes  a stock and a tuned 1.5B server (prefix caching + n-gram speculation), one after the
+#           other: scripts/record_server_fixtures.py records every answer shape servediff reads,
+#           and the tuned /metrics with speculative-decoding counters (→ tests/data/vllm/)
+#   kl      the 1.5B in bf16 and in FP8, one server each: the 20 prompts (the bf16 run is the
 #           on-policy corpus), then teacher-forced scoring through vLLM's prompt_logprobs (top-20)
 #           of the bf16 completions and of 200 GSM8K reference solutions, bf16 twice (the noise
 #           floor) and FP8 once
-#   seed    servediff experiment examples/vllm-seed.toml: stock (twice), n-gram, FP8, draft
+#   seed    servediff experiment examples/vllm-seed.toml: stock (twice), n-gram, FP8, draft (left
+#           out where the payload has no 0.5B: PAYLOAD_MODELS of vllm-payload.sh)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -41,7 +42,8 @@ setup() {
         --target "$root/site" "$root"/wheels/*.whl || exit 1
     python3 -c 'import vllm, numba, xgrammar, pydantic, servediff; print("vllm", vllm.__version__)' || exit 2
     say "setup: wheels installed in $((SECONDS - t0)) s"
-    for size in 0.5b 1.5b; do
+    for size in 0.5b 1.5b; do  # the 0.5B (the draft) where the payload has it
+        [ -f "$root/models/qwen2.5-coder-$size-instruct-q4_k_m.gguf" ] || continue
         python3 scripts/gpu/gguf_to_hf.py "$root/models/qwen2.5-coder-$size-instruct-q4_k_m.gguf" \
             "$root/models/qwen2.5-coder-$size" >>"$root/vllm.log" 2>&1 || { say "conversion of $size failed"; exit 1; }
     done
@@ -80,7 +82,10 @@ record() {  # record URL PREFIX: every answer shape servediff reads, into ROOT/s
         >>"$root/vllm.log" 2>&1
 }
 
-shapes() {  # a tuned server's shapes: its /metrics carry the speculative-decoding counters
+shapes() {  # a stock and a tuned server's shapes (the tuned /metrics carry speculative decoding's)
+    serve shapes-stock 8099 --no-enable-prefix-caching || return 1
+    record http://127.0.0.1:8099 stock-
+    unserve
     serve shapes 8100 --enable-prefix-caching --speculative-config \
         '{"method": "ngram", "num_speculative_tokens": 8, "prompt_lookup_max": 4, "prompt_lookup_min": 2}' || return 1
     record http://127.0.0.1:8100 ngram-
@@ -92,7 +97,6 @@ kl() {
     local gsm=(--score gsm8k --data "$root/data/gsm8k/test.jsonl" --limit 200 --score-api vllm --top-logprobs 20)
     mkdir -p "$out"
     serve kl-bf16 8101 --no-enable-prefix-caching || return 1
-    record $url stock-
     sd run "${common[@]}" --base-url $url --suite prompts --label bf16 --top-logprobs 5 --out "$out/prompts.bf16.jsonl"
     for r in 1 2; do
         sd run "${common[@]}" --base-url $url --score "$out/prompts.bf16.jsonl" --score-api vllm --top-logprobs 20 \
@@ -109,15 +113,27 @@ kl() {
     unserve
 }
 
-seed() {
-    sd experiment examples/vllm-seed.toml --out "$root/seed" --no-progress >"$root/logs/seed.log" 2>&1
+seed() {  # without its draft configuration where the payload has no 0.5B
+    local file=examples/vllm-seed.toml
+    if [ ! -d "$SERVEDIFF_VLLM_DRAFT" ]; then
+        file=$root/vllm-seed.toml
+        python3 - examples/vllm-seed.toml "$file" <<'PY'
+import sys
+text = open(sys.argv[1]).read()
+cut = text.rindex("[[configurations]]")
+assert 'label = "draft"' in text[cut:], "the draft configuration is expected last"
+open(sys.argv[2], "w").write(text[:cut])
+PY
+        say "seed: no draft model in the payload: the draft configuration is left out"
+    fi
+    sd experiment "$file" --out "$root/seed" --no-progress >"$root/logs/seed.log" 2>&1
 }
 
 case $1 in
 setup) [ $# -eq 3 ] || usage; mkdir -p "$root/logs"; setup "$3" ;;
 run)
     mkdir -p "$root/logs"
-    for phase in ${PHASES:-shapes kl seed}; do
+    for phase in ${PHASES:-shapes seed kl}; do
         t0=$SECONDS
         say "phase $phase"
         "$phase"

@@ -346,16 +346,7 @@ class HTTPEngine:
             async with self._session() as s:
                 return await self._post(s, f"{self.base_url}/v1/completions", json.dumps(body))
 
-        choice = parse(Response, asyncio.run(go()), "response").choices[0]
-        block = choice.logprobs if isinstance(choice, TextChoice) else None
-        listed = (block.top_logprobs if block else None) or []
-        if not listed or listed[0] is None:
-            # The server chose its end-of-sequence token first, and llama-cpp-python's server
-            # returns no text and no logprobs for it: nothing here to measure, which is not a
-            # failure of the probe (retrying gives the same answer).
-            return ProbeResult((), NO_LOGPROBS_AT_END)
-        pairs = sorted(listed[0].items(), key=lambda x: -x[1])
-        return ProbeResult(tuple(pairs[:k]), method)
+        return next_token(asyncio.run(go()), k, method)
 
     def chat_ids(self, messages: Sequence[Mapping[str, Any]], chat_kwargs: Mapping[str, Any]) -> list[int]:
         """The token ids of ``messages`` as the server renders them for generation (its own chat
@@ -397,6 +388,20 @@ class HTTPEngine:
 
     def close(self) -> None:
         pass
+
+
+def next_token(raw: Any, k: int, method: str) -> ProbeResult:
+    """The top-k of a one-token /v1/completions answer with ``logprobs``."""
+    choice = parse(Response, raw, "response").choices[0]
+    block = choice.logprobs if isinstance(choice, TextChoice) else None
+    listed = (block.top_logprobs if block else None) or []
+    if not listed or listed[0] is None:
+        # The server chose its end-of-sequence token first, and llama-cpp-python's server
+        # returns no text and no logprobs for it: nothing here to measure, which is not a
+        # failure of the probe (retrying gives the same answer).
+        return ProbeResult((), NO_LOGPROBS_AT_END)
+    pairs = sorted(listed[0].items(), key=lambda x: -x[1])
+    return ProbeResult(tuple(pairs[:k]), method)
 
 
 def _local_vocab(models: Any, props: Any, model: str | None) -> str | None:
