@@ -4,8 +4,9 @@
 #   scripts/gpu/parts.sh split FILE SIZE DIR      # DIR/p000/part.000, DIR/p001/part.001, … of SIZE
 #                                                 # bytes (e.g. 42000000) each: one folder per transfer
 #   scripts/gpu/parts.sh join DIR OUT SHA256      # joins DIR/part.* in order into OUT, checks it
-#   scripts/gpu/parts.sh collect FROM DIR         # copies FROM/part.* into DIR (a carried folder is
-#                                                 # replaced by the next transfer: keep the parts)
+#   scripts/gpu/parts.sh collect FROM DIR         # copies FROM/part.* and FROM/*.sha256 into DIR (a
+#                                                 # carried folder is replaced by the next transfer:
+#                                                 # keep the parts)
 #
 # join writes OUT only when the full SHA-256 matches (exit 1 and no OUT otherwise), and says which
 # parts are there, so a missing part is named rather than producing a short file.
@@ -30,7 +31,7 @@ collect)
     found=$(ls "$2"/part.* 2>/dev/null || true)
     [ -n "$found" ] || { echo "$2 holds no part.*" >&2; exit 2; }
     cp "$2"/part.* "$3"/
-    [ -f "$2/parts.sha256" ] && cp "$2/parts.sha256" "$3"/
+    cp "$2"/*.sha256 "$3"/ 2>/dev/null || true  # parts.sha256, and a whole file's SHA-256 beside it
     echo "collected: $(cd "$3" && ls part.* | tr '\n' ' ')"
     ;;
 join)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ from servediff.argtypes import (
     positive_int,
 )
 from servediff.commands.grammar import Parser, UsageError
+from servediff.engines.profiles import CLAIMS
 from servediff.option_rules import RUN_RULES
 from servediff.types import MAX_SAMPLES
 
@@ -180,6 +181,15 @@ def _add_http(p: argparse.ArgumentParser) -> None:
         help="environment variable holding the API key (the key is never recorded)",
     )
     g.add_argument(
+        "--claim",
+        action="append",
+        choices=list(CLAIMS),
+        help="a feature this server is meant to have on (repeatable); against vLLM the run reads "
+        "/metrics before and after and the report says whether it engaged (speculative_decoding: "
+        "drafted and accepted tokens; prefix_caching: cache hits). Engaged features are shown "
+        "even when not claimed",
+    )
+    g.add_argument(
         "--score-api",
         choices=["llama-cpp-python", "vllm", "sglang"],
         default="llama-cpp-python",
@@ -237,6 +247,27 @@ def _engine_spec(args: argparse.Namespace) -> tuple[EngineSpec, int]:
     return EngineSpec(args.label or args.config, llama=knobs, model_path=args.model_path), 1
 
 
+def _counters(engine: Any) -> Any:
+    """A server's feature counters before a run (vLLM's /metrics); None for other engines."""
+    if getattr(engine, "kind", None) != "http" or not hasattr(engine, "profile"):
+        return None
+    from servediff.engines.run_counters import read_counters
+
+    return read_counters(engine.base_url, engine.profile)
+
+
+def _verify(engine: Any, claims: Sequence[str], before: Any, result: Any) -> None:
+    """Record in the header what the counters say the run engaged (as experiments do)."""
+    if before is None and not claims:
+        return
+    from servediff.engines.run_counters import read_counters, run_verification
+    from servediff.records import annotate
+
+    after = read_counters(engine.base_url, engine.profile) if before is not None else None
+    covers = "whole run" if result.skipped == 0 else f"resumed part ({result.total - result.skipped} items)"
+    annotate(result.path, {"verification": run_verification(engine.profile, claims, before, after, covers)})
+
+
 def main(args: argparse.Namespace) -> int:
     from servediff.engines.factory import make_engine
     from servediff.runner import RunPlan, execute
@@ -288,7 +319,9 @@ def main(args: argparse.Namespace) -> int:
         suite, spec.label, args.out, sampling, repeat=args.repeat, concurrency=concurrency, extra=extra
     )
     try:
+        before = _counters(engine)
         result = execute(plan, engine, progress=not args.no_progress)
+        _verify(engine, args.claim or (), before, result)
     finally:
         engine.close()
     print(

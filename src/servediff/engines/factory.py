@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from servediff.engines.http_scorer import ScoreOptions
     from servediff.engines.llamacpp import LlamaCppEngine
     from servediff.engines.openai_http import HTTPEngine
-    from servediff.engines.template import ChatTemplate
+    from servediff.engines.template import ChatTemplate, ServerTemplate
     from servediff.records import Run
 
 KINDS = ("llamacpp", "hf", "http")
@@ -71,7 +71,9 @@ def make_engine(spec: EngineSpec) -> Engine:
     return _http(spec) if spec.http is not None else _in_process(spec)
 
 
-def make_prober(spec: EngineSpec, template: ChatTemplate | None = None, replay: bool = False) -> Prober:
+def make_prober(
+    spec: EngineSpec, template: ChatTemplate | ServerTemplate | None = None, replay: bool = False
+) -> Prober:
     """An engine that answers probes as this configuration. In-process engines replay the
     prefix exactly as generation did; a server is asked through our rendering of the prompt
     (``template``), in one pass or token by token (``replay``)."""
@@ -133,14 +135,17 @@ class ProbeTargets:
 def run_probers(runs: tuple[Run, Run], targets: ProbeTargets) -> tuple[tuple[Prober, Prober], str | None]:
     """Probers for the two runs of a pair, and the chat template's source (servers only)."""
     if targets.base_urls is not None:
-        from servediff.engines.template import load_template
+        from servediff.engines.template import ServerTemplate, load_template
 
-        tpl = load_template(targets.template) if targets.template else None
+        # Without a template file the server renders the chat prompt itself (vLLM's /tokenize
+        # with messages): what it did for the run, with no other engine installed.
+        tpl = load_template(targets.template) if targets.template else ServerTemplate()
         pa, pb = (
             make_prober(EngineSpec(r.label, http=HTTPOptions(base_url=u)), tpl, targets.replay)
             for u, r in zip(targets.base_urls, runs)
         )
-        return (pa, pb), (tpl.source if tpl else None)
+        chat = any(isinstance(i.input, list) for i in runs[0].items.values())
+        return (pa, pb), (tpl.source if chat or targets.template else None)
     probers = []
     for run in runs:
         if run.header.engine.get("kind") != "llamacpp":

@@ -12,8 +12,10 @@ The record has the embedded path's shape: top-k texts and logprobs per position,
 
 Over llama-cpp-python's server the text's first token is not scored (its echo returns null
 there), so a pair with the embedded engine compares positions 2.. of each text. On-policy corpora
-(a record's completions after its chat prompt) are not scored over HTTP: the prompt's token ids
-are not in the record, and a server would tokenize the rendered text its own way.
+(a record's completions after its chat prompt) are scored over vLLM only: the server renders the
+chat prompt into token ids (``/tokenize`` with messages, as it did for generation), the recorded
+completion ids follow, and only those are scored. Elsewhere the prompt's token ids are not in the
+record, and a server would tokenize the rendered text its own way.
 """
 
 from __future__ import annotations
@@ -85,10 +87,11 @@ class HTTPScorer(Closing):
         }
 
     def generate(self, samples: Sequence[Sample], params: SamplingParams, on_done: OnDone) -> None:
-        if any("continuation_ids" in s.metadata for s in samples):
+        if self.score.api != "vllm" and any("continuation_ids" in s.metadata for s in samples):
             raise EngineError(
-                "on-policy corpora are scored by the embedded engine only: the record holds no "
-                "token ids of the prompts, and a server would tokenize the rendered text its own way"
+                "on-policy corpora are scored by the embedded engine or a vLLM server only: the "
+                "record holds no token ids of the prompts, and this server would tokenize the "
+                "rendered text its own way"
             )
         k = max(params.top_logprobs, 1)
         for sample in samples:
@@ -101,6 +104,8 @@ class HTTPScorer(Closing):
             on_done(completion)
 
     def _scored(self, sample: Sample, k: int) -> Completion:
+        if "continuation_ids" in sample.metadata:
+            return self._on_policy(sample, k)
         text = sample.prompt or ""
         sent = self.score.bos_text + text
         model = self._http.model
@@ -119,6 +124,21 @@ class HTTPScorer(Closing):
         if not positions:
             raise ScoreShapeError("nothing to score: the text has no token after the first")
         return _completion(sample.id, text, positions, context)
+
+    def _on_policy(self, sample: Sample, k: int) -> Completion:
+        """A recorded completion scored after the prompt as vLLM renders it: the prompt's ids
+        are the context, the completion's recorded ids the scored tokens."""
+        if sample.messages is not None:
+            context = self._http.chat_ids(sample.messages, {})
+        else:
+            context = self._tokenize(sample.prompt or "")
+        scored = [int(t) for t in sample.metadata["continuation_ids"]]
+        ids = context + scored
+        raw = self._post("/v1/completions", vllm_request(self._http.model, ids, k))
+        positions = vllm_positions(raw, ids, k)[max(len(context), 1) - 1 :]
+        if not positions:
+            raise ScoreShapeError("nothing to score: the record's completion has no tokens")
+        return _completion(sample.id, "".join(p.token for p in positions), positions, len(context))
 
     def _tokenize(self, text: str) -> list[int]:
         if self.score.api == "llama-cpp-python":

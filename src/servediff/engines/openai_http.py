@@ -31,9 +31,10 @@ from servediff.engines import EngineError, OnDone, ProbeResult, tokenize
 from servediff.engines.channel import AiohttpChannel, Channel, run_async
 from servediff.engines.gguf_vocab import local_vocab
 from servediff.engines.http1 import Connection, Endpoint, TransportError
+from servediff.engines.response import json_object, next_token, parse_response, text_of
 from servediff.engines.server_sampling import sampling_body, sampling_defaults, server_profile
-from servediff.engines.sse import chat_logprobs, engine_timings, parse_stream, text_logprobs
-from servediff.engines.wire import ChatChoice, ModelList, Response, TextChoice, parse, parse_json
+from servediff.engines.sse import parse_stream
+from servediff.engines.wire import ModelList, parse
 from servediff.redaction import redact_text
 from servediff.types import Completion, Sample, SamplingParams
 
@@ -268,7 +269,7 @@ class HTTPEngine:
     def _snippet(self, raw: bytes, n: int) -> str:
         """The start of a response body for an error message: redacted *before* it is cut, so
         a key the cut falls inside cannot leave its first characters behind."""
-        return self._redact(_text(raw))[:n]
+        return self._redact(text_of(raw))[:n]
 
     def _failed(self, item_id: str, error: str, t0: float) -> Completion:
         return Completion(item_id=item_id, error=self._redact(error), latency_s=time.perf_counter() - t0)
@@ -334,28 +335,58 @@ class HTTPEngine:
 
     def probe_text(self, prompt_text: str, k: int) -> ProbeResult:
         """Top-k of the next token after a fully rendered prompt, via /v1/completions."""
+        return self._next_token(prompt_text, k, "http: /v1/completions, one pass over prompt + prefix")
 
+    def probe_ids(self, ids: list[int], k: int) -> ProbeResult:
+        """Top-k of the next token after a prompt given as token ids (vLLM and SGLang take a
+        list of ids as the prompt): the context is exactly these tokens."""
+        return self._next_token(ids, k, "http: /v1/completions over token ids, one pass over prompt + prefix")
+
+    def _next_token(self, prompt: str | list[int], k: int, method: str) -> ProbeResult:
         async def go() -> dict[str, Any]:
-            body = {
-                "model": self.model,
-                "prompt": prompt_text,
-                "max_tokens": 1,
-                "temperature": 0.0,
-                "logprobs": k,
-            }
+            body = {"model": self.model, "prompt": prompt, "max_tokens": 1, "temperature": 0.0, "logprobs": k}
             async with self._session() as s:
                 return await self._post(s, f"{self.base_url}/v1/completions", json.dumps(body))
 
-        choice = parse(Response, asyncio.run(go()), "response").choices[0]
-        block = choice.logprobs if isinstance(choice, TextChoice) else None
-        listed = (block.top_logprobs if block else None) or []
-        if not listed or listed[0] is None:
-            # The server chose its end-of-sequence token first, and llama-cpp-python's server
-            # returns no text and no logprobs for it: nothing here to measure, which is not a
-            # failure of the probe (retrying gives the same answer).
-            return ProbeResult((), NO_LOGPROBS_AT_END)
-        pairs = sorted(listed[0].items(), key=lambda x: -x[1])
-        return ProbeResult(tuple(pairs[:k]), "http: /v1/completions, one pass over prompt + prefix")
+        return next_token(asyncio.run(go()), k, method)
+
+    def chat_ids(self, messages: Sequence[Mapping[str, Any]], chat_kwargs: Mapping[str, Any]) -> list[int]:
+        """The token ids of ``messages`` as the server renders them for generation (its own chat
+        template, the assistant turn opened): vLLM's ``/tokenize`` with ``messages``."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(m) for m in messages],
+            "add_generation_prompt": True,
+            "add_special_tokens": False,  # vLLM's default for chat: the template adds its own
+        }
+        if chat_kwargs:
+            body["chat_template_kwargs"] = dict(chat_kwargs)
+        return self._tokens("/tokenize", body, "render chat messages (POST /tokenize with messages)")
+
+    def text_ids(self, text: str) -> list[int]:
+        """The server's token ids of a text, without special tokens."""
+        return self._tokens("/tokenize", json.loads(tokenize.body("openai", text, self.model)), "tokenize")
+
+    def _tokens(self, path: str, body: Mapping[str, Any], what: str) -> list[int]:
+        async def go() -> dict[str, Any]:
+            async with self._session() as s:
+                return await self._post(s, f"{self.base_url}{path}", json.dumps(body))
+
+        try:
+            out = asyncio.run(go())
+        except (_RetryableError, ValueError, aiohttp.ClientError) as exc:
+            raise EngineError(
+                f"{self.base_url} cannot {what}: {exc}; give the model's chat template instead "
+                "(--template / [probes] template: a model folder, tokenizer_config.json, .gguf or Jinja file)"
+            ) from None
+        tokens = out.get("tokens")
+        if not isinstance(tokens, list) or not all(
+            isinstance(t, int) and not isinstance(t, bool) for t in tokens
+        ):
+            raise EngineError(
+                f"{self.base_url}{path} answered without a list of token ids: {json.dumps(out)[:200]}"
+            )
+        return tokens
 
     def close(self) -> None:
         pass
@@ -366,30 +397,6 @@ async def _get_json(session: aiohttp.ClientSession, url: str) -> Any:
         if resp.status != 200:
             raise ValueError(f"GET {url}: HTTP {resp.status}")
         return await resp.json(content_type=None)
-
-
-NO_LOGPROBS_AT_END = (
-    "http: not obtainable: the server ended the sequence here and returns no logprobs for its "
-    "end-of-sequence token"
-)
-
-
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace")
-
-
-def json_object(raw: bytes) -> dict[str, Any]:
-    """A response body that must be a JSON object; anything else raises ValueError (whose
-    message leaves the body out: the caller adds it, redacted)."""
-    if not raw.strip():
-        raise ValueError("empty response body")
-    try:
-        parsed = json.loads(raw.decode())  # str, not bytes: skips json's encoding detection
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"response is not JSON ({exc})") from exc
-    if not isinstance(parsed, dict):
-        raise ValueError("response is not a JSON object")
-    return parsed
 
 
 def retry_after_s(value: str | None, now: float | None = None) -> float | None:
@@ -407,33 +414,3 @@ def retry_after_s(value: str | None, now: float | None = None) -> float | None:
     if when.tzinfo is None:  # an HTTP-date is always GMT
         when = when.replace(tzinfo=timezone.utc)
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def parse_response(item_id: str, body: bytes, latency: float) -> Completion:
-    """A chat or text completion response body → Completion. A body that is not JSON or not
-    the shape of a response (``wire.Response``) raises ValueError, and so does an answer that is
-    not there (``content``/``text`` null or missing): an empty string is an answer a model can
-    give, a null is a server that gave none, and must not be scored."""
-    response = parse_json(Response, body, "response")
-    choice = response.choices[0]
-    if isinstance(choice, ChatChoice):
-        text, where, lps = choice.message.content, "message.content", chat_logprobs(choice.logprobs)
-    else:
-        text, where, lps = choice.text, "text", text_logprobs(choice.logprobs)
-    if text is None:
-        raise ValueError(f"no answer: {where} is null (finish_reason {choice.finish_reason!r})")
-    n_tokens = response.usage.completion_tokens if response.usage else None
-    # The generation's own token ids where the server names every one (llama-server does).
-    ids = [t.token_id for t in lps] if lps and all(t.token_id is not None for t in lps) else None
-    return Completion(
-        engine_timings=engine_timings(response.timings),
-        item_id=item_id,
-        text=text,
-        finish_reason=choice.finish_reason,
-        latency_s=latency,
-        n_tokens=n_tokens if n_tokens is not None else (len(lps) if lps else None),
-        tokens=[t.token for t in lps] if lps else None,
-        token_ids=[i for i in ids if i is not None] if ids is not None else None,
-        logprobs=lps,
-        token_source="engine" if lps else None,
-    )

@@ -78,14 +78,15 @@ def sampling_defaults(props: Any) -> dict[str, Any] | None:
 
 def server_profile(models: Any, props: Any) -> str:
     """The profile of a server met by URL alone: llama-server answers ``/props`` with its
-    generation defaults; llama-cpp-python's server lists its models as ``owned_by: "me"``."""
+    generation defaults; the others say who they are in ``/v1/models``' ``owned_by``
+    (llama-cpp-python's server "me", vLLM "vllm", SGLang "sglang")."""
     if sampling_defaults(props) is not None:
         return "llama-server"
     data = models.get("data") if isinstance(models, dict) else None
-    if (
-        isinstance(data, list)
-        and data
-        and all(isinstance(m, dict) and m.get("owned_by") == "me" for m in data)
-    ):
-        return "llamacpp"
-    return "generic"
+    owners = (
+        {str(m.get("owned_by")) for m in data if isinstance(m, dict)} if isinstance(data, list) else set()
+    )
+    return _OWNERS.get(owners.pop(), "generic") if len(owners) == 1 else "generic"
+
+
+_OWNERS = {"me": "llamacpp", "vllm": "vllm", "sglang": "sglang"}

@@ -1,16 +1,26 @@
-"""A chat template rendered on our side, so a server can be probed after the assistant turn start.
+"""A chat template rendered for a probe, so a server can be asked for the next token after the
+assistant turn has started.
 
-    servediff probe RUN_A RUN_B --base-url-a URL --base-url-b URL --template model.gguf --out p.jsonl
+    servediff probe RUN_A RUN_B --base-url-a URL --base-url-b URL --out p.jsonl   # the server renders
+    servediff probe RUN_A RUN_B --base-url-a URL --base-url-b URL --template DIR --out p.jsonl
 
 A probe asks for the next token after prompt + the common prefix of two completions. A chat
-endpoint cannot continue a half-written assistant message, so the chat template is applied here
-and the text goes to ``/v1/completions``. The template comes from a GGUF's
-``tokenizer.chat_template`` metadata (read with llama.cpp, vocabulary only), a
-``tokenizer_config.json``, or a Jinja file; which one is recorded in the probe record.
+endpoint cannot continue a half-written assistant message, so the prompt goes to
+``/v1/completions`` already rendered, in one of two ways:
+
+* **by the server** (``ServerTemplate``): vLLM renders messages with the model's own template
+  through ``/tokenize`` (``messages``, ``add_generation_prompt``); the prompt's token ids plus the
+  completion's recorded ids are sent as the prompt, so nothing is re-tokenized. This is what the
+  server itself did, and it needs no template file and no other engine.
+* **here** (``ChatTemplate``), from a GGUF's ``tokenizer.chat_template`` metadata, a model folder
+  (``chat_template.jinja``, where transformers 5 writes it, or ``tokenizer_config.json``), a
+  ``tokenizer_config.json`` or a Jinja file, rendered with jinja2 in a sandbox as transformers
+  renders it. Which one was used is recorded in the probe record.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,10 +41,55 @@ class ChatTemplate:
     def render(self, messages: Sequence[Message], **chat_kwargs: Any) -> str:
         """``chat_kwargs`` are what the run sent as chat_template_kwargs (enable_thinking): the
         probe must see the prompt the server rendered, or it measures another context."""
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        compiled = _environment().from_string(self.template)
+        return str(
+            compiled.render(
+                messages=[dict(m) for m in messages],
+                bos_token=self.bos_token,
+                eos_token=self.eos_token,
+                add_generation_prompt=True,
+                **chat_kwargs,
+            )
+        )
 
-        fmt = Jinja2ChatFormatter(self.template, eos_token=self.eos_token, bos_token=self.bos_token)
-        return str(fmt(messages=list(messages), **chat_kwargs).prompt)  # type: ignore[arg-type]
+
+@dataclass(frozen=True, slots=True)
+class ServerTemplate:
+    """The server renders chat prompts itself (``/tokenize`` with ``messages``): the probe sends
+    token ids, so the prompt is exactly what the server built for the run."""
+
+    source: str = "the server's own chat template (/tokenize with messages)"
+
+
+def _raise(message: str) -> None:
+    raise EngineError(f"the chat template raised: {message}")
+
+
+def _strftime_now(fmt: str) -> str:
+    import datetime
+
+    return datetime.datetime.now().strftime(fmt)
+
+
+def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, **kw: Any) -> str:
+    # transformers' filter: plain json.dumps (jinja2's own escapes <, >, & and ' for HTML)
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, sort_keys=bool(kw.get("sort_keys")))
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> Any:
+    """A sandbox as transformers renders chat templates in (``apply_chat_template``): trimmed
+    blocks, loop controls, ``raise_exception``, ``strftime_now`` and a JSON ``tojson``. The
+    sandbox matters: a template is code from whoever published the model."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
+    )
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise
+    env.globals["strftime_now"] = _strftime_now
+    return env
 
 
 def _token_text(value: Any) -> str:
@@ -45,32 +100,74 @@ def _token_text(value: Any) -> str:
 
 
 def load_template(path: Path) -> ChatTemplate:
-    """From a .gguf (its metadata), a tokenizer_config.json, or a Jinja text file."""
+    """From a .gguf (its metadata), a model folder, a tokenizer_config.json or a Jinja file."""
     path = Path(path)
+    if path.is_dir():
+        return _from_folder(path)
     if not path.is_file():
         raise EngineError(f"chat template source not found: {path}")
     if path.suffix == ".gguf":
-        import llama_cpp
+        from servediff.engines.gguf_meta import GGUFError, chat_template_parts
 
-        llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
-        template = llm.metadata.get("tokenizer.chat_template")
+        try:
+            template, bos, eos = chat_template_parts(path)
+        except (GGUFError, OSError) as exc:
+            raise EngineError(str(exc)) from None
         if not template:
             raise EngineError(f"{path.name} has no tokenizer.chat_template in its metadata")
-        vocab = llm._model
-        bos, eos = vocab.token_get_text(vocab.token_bos()), vocab.token_get_text(vocab.token_eos())
         return ChatTemplate(template, bos, eos, f"GGUF metadata tokenizer.chat_template of {path.name}")
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
-        cfg = json.loads(text)
-        if not cfg.get("chat_template"):
-            raise EngineError(f"{path.name} has no chat_template")
+        cfg = _json_object(path, text)
+        if cfg.get("chat_template"):
+            template, source = str(cfg["chat_template"]), f"chat_template of {path.name}"
+        elif (path.parent / JINJA).is_file():  # transformers 5 writes the template beside it
+            template = (path.parent / JINJA).read_text(encoding="utf-8")
+            source = f"{JINJA} beside {path.name}"
+        else:
+            raise EngineError(f"{path.name} has no chat_template, and no {JINJA} is beside it")
         return ChatTemplate(
-            str(cfg["chat_template"]),
-            _token_text(cfg.get("bos_token")),
-            _token_text(cfg.get("eos_token")),
-            f"chat_template of {path.name}",
+            template, _token_text(cfg.get("bos_token")), _token_text(cfg.get("eos_token")), source
         )
-    return ChatTemplate(text, "", "", f"Jinja template file {path.name}")
+    bos, eos = _special_tokens(path.parent / CONFIG)
+    return ChatTemplate(text, bos, eos, f"Jinja template file {path.name}")
+
+
+JINJA, CONFIG = "chat_template.jinja", "tokenizer_config.json"
+
+
+def _from_folder(folder: Path) -> ChatTemplate:
+    """A Hugging Face model folder: ``chat_template.jinja`` (transformers 5), else the template in
+    ``tokenizer_config.json`` (transformers 4); special tokens from the latter."""
+    if (folder / JINJA).is_file():
+        bos, eos = _special_tokens(folder / CONFIG)
+        return ChatTemplate(
+            (folder / JINJA).read_text(encoding="utf-8"),
+            bos,
+            eos,
+            f"{JINJA} of the model folder {folder.name}",
+        )
+    if (folder / CONFIG).is_file():
+        return load_template(folder / CONFIG)
+    raise EngineError(f"{folder}: a model folder without {JINJA} or {CONFIG}")
+
+
+def _json_object(path: Path, text: str) -> dict[str, Any]:
+    try:
+        cfg = json.loads(text)
+    except ValueError as exc:
+        raise EngineError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(cfg, dict):
+        raise EngineError(f"{path}: not a JSON object")
+    return cfg
+
+
+def _special_tokens(config: Path) -> tuple[str, str]:
+    """BOS and EOS texts from a tokenizer_config.json, or empty where there is none."""
+    if not config.is_file():
+        return "", ""
+    cfg = _json_object(config, config.read_text(encoding="utf-8"))
+    return _token_text(cfg.get("bos_token")), _token_text(cfg.get("eos_token"))
 
 
 class TemplateProber(Closing):
@@ -82,7 +179,9 @@ class TemplateProber(Closing):
     (llama-cpp-python does) then evaluates the prefix one token per step, as generation did.
     """
 
-    def __init__(self, engine: Any, template: ChatTemplate | None, replay: bool = False) -> None:
+    def __init__(
+        self, engine: Any, template: ChatTemplate | ServerTemplate | None, replay: bool = False
+    ) -> None:
         self.engine = engine  # an HTTPEngine (anything with probe_text and identity)
         self.template = template
         self.replay = replay
@@ -141,8 +240,10 @@ class TemplateProber(Closing):
         prefix_pieces: Sequence[str] | None = None,
         chat_kwargs: Mapping[str, Any] | None = None,
     ) -> ProbeResult:
+        if sample.messages is not None and isinstance(self.template, ServerTemplate):
+            return self._probe_ids(sample, prefix_ids, prefix_text, k, chat_kwargs)
         if sample.messages is not None:
-            if self.template is None:
+            if not isinstance(self.template, ChatTemplate):
                 raise EngineError("a chat item needs a chat template to be probed over /v1/completions")
             prompt = self.template.render(sample.messages, **(chat_kwargs or {}))
         else:
@@ -169,3 +270,25 @@ class TemplateProber(Closing):
         if not result.top:  # nothing measured here: its reason, not how the prefix was sent
             return result
         return ProbeResult(result.top, (how or result.method) + source, result.ids)
+
+    def _probe_ids(
+        self,
+        sample: Sample,
+        prefix_ids: Sequence[int] | None,
+        prefix_text: str,
+        k: int,
+        chat_kwargs: Mapping[str, Any] | None,
+    ) -> ProbeResult:
+        """The server's rendering of the messages, as token ids, then the completion's own ids:
+        the context generation saw, token for token (no text is re-tokenized). Without recorded
+        ids the prefix text is tokenized by the server, and the method says so."""
+        assert sample.messages is not None and self.template is not None
+        prompt_ids = self.engine.chat_ids(sample.messages, dict(chat_kwargs or {}))
+        how = ""
+        if prefix_ids is None:
+            prefix_ids = self.engine.text_ids(prefix_text) if prefix_text else []
+            how = "; prefix text tokenized by the server"
+        result: ProbeResult = self.engine.probe_ids([*prompt_ids, *prefix_ids], k)
+        if not result.top:
+            return result
+        return ProbeResult(result.top, f"{result.method}; {self.template.source}{how}", result.ids)

@@ -32,7 +32,7 @@ from servediff.experiment.plan import BLOCK, Slot, interleaved, ordered, plan_sl
 from servediff.experiment.probing import ProbeSlot, pending, plan_probes
 from servediff.experiment.replica_check import check_due, check_replicas
 from servediff.experiment.reporting import write_report
-from servediff.experiment.session import LEDGER, Session, say, session, template_path
+from servediff.experiment.session import LEDGER, Session, renders_chat, say, session, template_path
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import ConfigSpec, Experiment, SuiteSpec
 from servediff.probe import probe_sides
@@ -339,7 +339,8 @@ def check_probe_templates(
     hour into the runs. A template file that is named but missing is an error."""
     keep, notes = [], []
     for p in probes:
-        if p.config.kind == "embedded" or not any(s.messages for s in suites[p.suite.name].samples):
+        chat = any(s.messages for s in suites[p.suite.name].samples)
+        if p.config.kind == "embedded" or not chat or renders_chat(exp, p.config):
             keep.append(p)
             continue
         path = template_path(exp, p.config)
@@ -350,7 +351,7 @@ def check_probe_templates(
                 '"path/to/tokenizer_config.json" (or a .gguf, or a Jinja file)'
             )
             continue
-        if not path.is_file() and not (exp.unfetched and path == exp.model_path):
+        if not path.exists() and not (exp.unfetched and path == exp.model_path):
             raise ExperimentError(f"{exp.path}: [probes] template: file not found: {path}")
         keep.append(p)
     return keep, notes

@@ -64,11 +64,23 @@ class Placeholders:
             ("{llama_server}", _llama_server() if "{llama_server}" in arg else ""),
         ):
             arg = arg.replace(key, value)
-        return _REGISTRY_PATH.sub(_registry_path, arg)
+        return _ENV.sub(_env_value, _REGISTRY_PATH.sub(_registry_path, arg))
 
 
 # "{model_path:qwen2.5-coder-0.5b}": another registry model's verified file (a draft model, say).
 _REGISTRY_PATH = re.compile(r"\{model_path:([^{}]+)\}")
+
+
+# "{env:VLLM_MODEL_DIR}": a path that differs from machine to machine (a converted model folder),
+# taken from the environment so the experiment file, and its digests, stay the same.
+_ENV = re.compile(r"\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _env_value(match: re.Match[str]) -> str:
+    value = os.environ.get(match.group(1))
+    if not value:
+        raise LaunchError(f"{match.group(0)}: the environment variable {match.group(1)} is not set")
+    return value
 
 
 def _registry_path(match: re.Match[str]) -> str:

@@ -32,9 +32,10 @@ class Slot:
 
 
 def suite_digest(spec: SuiteSpec) -> str:
-    return hashlib.sha256(
-        json.dumps(dataclasses.asdict(spec), sort_keys=True, default=str).encode()
-    ).hexdigest()[:8]
+    fields = dataclasses.asdict(spec)
+    if fields["concurrency"] is None:  # unset: the digest (and file names) of files made before it
+        del fields["concurrency"]
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
 
 def plan_slots(exp: Experiment) -> list[Slot]:
@@ -47,7 +48,14 @@ def plan_slots(exp: Experiment) -> list[Slot]:
             stem = f"{file_stem(suite.name)}.{suite_digest(suite)}"
             for r in range(1, repeats + 1):
                 slots.append(
-                    Slot(config, suite, r, exp.concurrency, config.label, folder / f"{stem}.r{r}.jsonl")
+                    Slot(
+                        config,
+                        suite,
+                        r,
+                        suite.concurrency or exp.concurrency,
+                        config.label,
+                        folder / f"{stem}.r{r}.jsonl",
+                    )
                 )
         sweep = exp.sweep
         if sweep is not None and config.label in sweep.configurations:

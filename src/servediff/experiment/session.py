@@ -32,7 +32,7 @@ from servediff.redaction import redact_argv
 from servediff.runner import RunResult
 
 if TYPE_CHECKING:
-    from servediff.engines.template import ChatTemplate
+    from servediff.engines.template import ChatTemplate, ServerTemplate
 
 
 LEDGER = "servers"  # the output folder's list of servers that are up (experiment.ledger)
@@ -66,10 +66,15 @@ class Session:
         if self.config.kind == "embedded":
             # in-process: replays the prefix exactly as generation did
             return make_prober(self._spec(slot)), None
-        template = None
+        template: ChatTemplate | ServerTemplate | None = None
         native = self.config.profile == "llama-server"  # the server applies its own template
         if not native and any(isinstance(item.input, list) for _, item, _ in points):
-            template = chat_template(template_path(self.exp, self.config))
+            if renders_chat(self.exp, self.config):
+                from servediff.engines.template import ServerTemplate
+
+                template = ServerTemplate()
+            else:
+                template = chat_template(template_path(self.exp, self.config))
         replay = self.exp.probes.replay
         if replay is None:
             # llama.cpp servers reuse the previous request's KV cache, so a replayed prefix is
@@ -183,6 +188,17 @@ def placeholders(exp: Experiment, config: ConfigSpec) -> Placeholders:
     """What a launch line's placeholders become: the served model id and the file it loads."""
     model_path = str(exp.model_path) if exp.model_path else _default_model_path_or_empty(config)
     return Placeholders(exp.model, model_path)
+
+
+# Servers that render chat messages into token ids on request (vLLM's /tokenize with messages):
+# their probes need no template file.
+SERVER_RENDERED = ("vllm",)
+
+
+def renders_chat(exp: Experiment, config: ConfigSpec) -> bool:
+    """Whether the probes of this configuration's chat prompts ask the server to render them
+    (a template named in [probes] is used where given)."""
+    return exp.probes.template is None and config.profile in SERVER_RENDERED
 
 
 def template_path(exp: Experiment, config: ConfigSpec) -> Path | None:

@@ -44,6 +44,9 @@ class SuiteSpec:
     path: Path | None = None
     max_tokens: int | None = None
     allow_code_execution: bool = False  # humaneval: the file's author allows running model code
+    # requests in flight for this suite's runs (None: the experiment's): identity on the prompts
+    # one at a time, accuracy on a scored suite at a load that takes minutes, not an hour
+    concurrency: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +260,7 @@ def _suites(src: Source, value: dict[str, tables.SuiteTable], base: Path) -> tup
             path=named_file(src, opts.path, "path", src.line("path", f"suites.{name}"), base),
             max_tokens=opts.max_tokens,
             allow_code_execution=opts.allow_code_execution,
+            concurrency=opts.concurrency,
         )
         for name, opts in value.items()
     )

@@ -60,6 +60,7 @@ class SuiteTable(Table):
     path: str | None = None
     max_tokens: Count | None = None
     allow_code_execution: bool = False
+    concurrency: Count | None = None
 
 
 class ProbesTable(Table):

@@ -26,7 +26,7 @@ import aiohttp
 import numpy as np
 
 from servediff.engines import tokenize
-from servediff.engines.openai_http import parse_response
+from servediff.engines.response import parse_response
 from servediff.engines.sse import Arrivals, parse_stream
 from servediff.redaction import redact_text
 from servediff.shadow.recorder import FirstToken, Recorder, first_token

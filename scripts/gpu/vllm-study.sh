@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# The seed study on vLLM, on a GPU machine without internet, in phases that each leave a packed
+# archive the moment they end (a machine taken back loses only the phase in flight):
+#
+#   scripts/gpu/vllm-study.sh setup ROOT PARTS   # join + check the payload, install the wheels
+#                                                # into ROOT/site, convert both GGUFs to bf16 folders
+#   setsid nohup scripts/gpu/vllm-study.sh run ROOT >/dev/null 2>&1 &   # the phases below, in turn
+#
+# The payload (scripts/gpu/vllm-payload.sh makes it where the package index is reachable) is one
+# tar, in transfer-sized parts with their SHA-256: wheels/ (vLLM 0.24.0 and what it needs beyond a
+# CUDA torch image, scripts/gpu/vllm-wheels.txt), models/ (the registry's Qwen2.5-Coder 0.5B and
+# 1.5B Q4_K_M GGUFs) and data/gsm8k/test.jsonl.
+#
+# Phases (PHASES, default "shapes seed kl"), each timed in ROOT/vllm.log:
+#   shapes  a stock and a tuned 1.5B server (prefix caching + n-gram speculation), one after the
+#           other: scripts/record_server_fixtures.py records every answer shape servediff reads,
+#           and the tuned /metrics with speculative-decoding counters (→ tests/data/vllm/)
+#   kl      the 1.5B in bf16 and in FP8, one server each: the 20 prompts (the bf16 run is the
+#           on-policy corpus), then teacher-forced scoring through vLLM's prompt_logprobs (top-20)
+#           of the bf16 completions and of 200 GSM8K reference solutions, bf16 twice (the noise
+#           floor) and FP8 once
+#   seed    servediff experiment examples/vllm-seed.toml: stock (twice), n-gram, FP8, draft (left
+#           out where the payload has no 0.5B: PAYLOAD_MODELS of vllm-payload.sh)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+repo=$PWD
+usage() { echo "usage: $0 setup ROOT PARTS | run ROOT" >&2; exit 2; }
+[ $# -ge 2 ] || usage
+root=$(mkdir -p "$2" && cd "$2" && pwd)
+say() { echo "$(date -u +%T) $*" | tee -a "$root/vllm.log"; }
+export PYTHONPATH="$repo/src:$root/site" PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0
+export SERVEDIFF_DATA="$root/data" SERVEDIFF_VLLM_MODEL="$root/models/qwen2.5-coder-1.5b"
+export SERVEDIFF_VLLM_DRAFT="$root/models/qwen2.5-coder-0.5b"
+sd() { python3 -m servediff "$@"; }
+MODEL=qwen2.5-coder-1.5b-instruct
+
+setup() {
+    local parts=$1 t0=$SECONDS
+    bash scripts/gpu/parts.sh join "$parts" "$root/payload.tar" "$(cut -d' ' -f1 "$parts/payload.sha256")" || exit 1
+    tar -C "$root" -xf "$root/payload.tar" && rm -f "$root/payload.tar"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target "$root/site" "$root"/wheels/*.whl || exit 1
+    python3 -c 'import vllm, numba, xgrammar, pydantic, servediff; print("vllm", vllm.__version__)' || exit 2
+    say "setup: wheels installed in $((SECONDS - t0)) s"
+    for size in 0.5b 1.5b; do  # the 0.5B (the draft) where the payload has it
+        [ -f "$root/models/qwen2.5-coder-$size-instruct-q4_k_m.gguf" ] || continue
+        python3 scripts/gpu/gguf_to_hf.py "$root/models/qwen2.5-coder-$size-instruct-q4_k_m.gguf" \
+            "$root/models/qwen2.5-coder-$size" >>"$root/vllm.log" 2>&1 || { say "conversion of $size failed"; exit 1; }
+    done
+    say "setup: done in $((SECONDS - t0)) s"
+}
+
+server_pid=
+serve() {  # serve NAME PORT ARGS…: one vLLM server of the 1.5B, healthy or exit
+    local name=$1 port=$2 t0=$SECONDS; shift 2
+    setsid python3 -m vllm.entrypoints.openai.api_server --model "$SERVEDIFF_VLLM_MODEL" \
+        --served-model-name "$MODEL" --host 127.0.0.1 --port "$port" --seed 42 --max-model-len 4096 \
+        --gpu-memory-utilization 0.5 "$@" >"$root/logs/$name.log" 2>&1 &
+    server_pid=$!
+    echo "$name: vllm api_server --port $port --seed 42 --max-model-len 4096 --gpu-memory-utilization 0.5 $*" \
+        >>"$root/logs/commands.txt"
+    for _ in $(seq 600); do
+        curl -sf "http://127.0.0.1:$port/health" >/dev/null && { say "$name healthy after $((SECONDS - t0)) s"; return 0; }
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 1
+    done
+    say "$name did not start (see logs/$name.log)"; tail -20 "$root/logs/$name.log" >>"$root/vllm.log"; return 1
+}
+unserve() {
+    [ -n "$server_pid" ] || return 0
+    kill -TERM -- "-$server_pid" 2>/dev/null; for _ in $(seq 60); do kill -0 "$server_pid" 2>/dev/null || break; sleep 1; done
+    kill -KILL -- "-$server_pid" 2>/dev/null; server_pid=
+}
+trap unserve EXIT
+pack() {  # pack PHASE: ROOT/PHASE.tar.xz of ROOT/PHASE, the shapes so far, the logs and the study log
+    tar -C "$root" -cf - "$1" $(cd "$root" && ls -d shapes 2>/dev/null | grep -vx "$1") logs vllm.log | xz -T0 -6 >"$root/$1.tar.xz.part" && mv "$root/$1.tar.xz.part" "$root/$1.tar.xz"
+    say "$1: packed ($(stat -c %s "$root/$1.tar.xz") B)"
+}
+
+record() {  # record URL PREFIX: every answer shape servediff reads, into ROOT/shapes
+    python3 scripts/record_server_fixtures.py --base-url "$1" --out "$root/shapes" --engine vllm --prefix "$2" \
+        >>"$root/vllm.log" 2>&1
+}
+
+shapes() {  # a stock and a tuned server's shapes (the tuned /metrics carry speculative decoding's)
+    serve shapes-stock 8099 --no-enable-prefix-caching || return 1
+    record http://127.0.0.1:8099 stock-
+    unserve
+    serve shapes 8100 --enable-prefix-caching --speculative-config \
+        '{"method": "ngram", "num_speculative_tokens": 8, "prompt_lookup_max": 4, "prompt_lookup_min": 2}' || return 1
+    record http://127.0.0.1:8100 ngram-
+    unserve
+}
+
+kl() {
+    local url=http://127.0.0.1:8101 out=$root/kl common=(--engine http --no-progress)
+    local gsm=(--score gsm8k --data "$root/data/gsm8k/test.jsonl" --limit 200 --score-api vllm --top-logprobs 20)
+    mkdir -p "$out"
+    serve kl-bf16 8101 --no-enable-prefix-caching || return 1
+    sd run "${common[@]}" --base-url $url --suite prompts --label bf16 --top-logprobs 5 --out "$out/prompts.bf16.jsonl"
+    for r in 1 2; do
+        sd run "${common[@]}" --base-url $url --score "$out/prompts.bf16.jsonl" --score-api vllm --top-logprobs 20 \
+            --label bf16 --repeat $r --out "$out/onpolicy.bf16.r$r.jsonl"
+        sd run "${common[@]}" --base-url $url "${gsm[@]}" --label bf16 --repeat $r --out "$out/gsm8k.bf16.r$r.jsonl"
+    done
+    unserve
+    serve kl-fp8 8102 --no-enable-prefix-caching --quantization fp8 || return 1
+    url=http://127.0.0.1:8102
+    sd run "${common[@]}" --base-url $url --suite prompts --label fp8 --top-logprobs 5 --out "$out/prompts.fp8.jsonl"
+    sd run "${common[@]}" --base-url $url --score "$out/prompts.bf16.jsonl" --score-api vllm --top-logprobs 20 \
+        --label fp8 --out "$out/onpolicy.fp8.r1.jsonl"
+    sd run "${common[@]}" --base-url $url "${gsm[@]}" --label fp8 --out "$out/gsm8k.fp8.r1.jsonl"
+    unserve
+}
+
+seed() {  # without its draft configuration where the payload has no 0.5B
+    local file=examples/vllm-seed.toml
+    if [ ! -d "$SERVEDIFF_VLLM_DRAFT" ]; then
+        file=$root/vllm-seed.toml
+        python3 - examples/vllm-seed.toml "$file" <<'PY'
+import sys
+text = open(sys.argv[1]).read()
+cut = text.rindex("[[configurations]]")
+assert 'label = "draft"' in text[cut:], "the draft configuration is expected last"
+open(sys.argv[2], "w").write(text[:cut])
+PY
+        say "seed: no draft model in the payload: the draft configuration is left out"
+    fi
+    sd experiment "$file" --out "$root/seed" --no-progress >"$root/logs/seed.log" 2>&1
+}
+
+case $1 in
+setup) [ $# -eq 3 ] || usage; mkdir -p "$root/logs"; setup "$3" ;;
+run)
+    mkdir -p "$root/logs"
+    for phase in ${PHASES:-shapes seed kl}; do
+        t0=$SECONDS
+        say "phase $phase"
+        "$phase"
+        say "$phase: exit $? after $((SECONDS - t0)) s"
+        pack "$phase"
+    done
+    say "done"
+    touch "$root/done"
+    ;;
+*) usage ;;
+esac
