@@ -1,4 +1,4 @@
-"""Under load (compare/load.py) on real llama-server records: a two-slot server swept at 1 and 2
+"""Under load (compare/concurrency.py) on real llama-server records: a two-slot server swept at 1 and 2
 requests in flight, twice each, on two prompts and three GSM8K items, top-5 logprobs recorded.
 
 Every number of the analysis is recomputed here straight from the record files (hashes, token
@@ -16,8 +16,8 @@ import msgspec
 import pytest
 
 from servediff.cli import main
+from servediff.compare.concurrency import LoadSweep, load_sweeps
 from servediff.compare.divergence import first_difference
-from servediff.compare.load import LoadSweep, load_sweeps
 from servediff.compare.mechanism import NEAR_TIE, RANK_CHANGE
 from servediff.compare.study import build_study
 from servediff.engines.llama_server import has_tool

@@ -11,7 +11,8 @@ from scipy.stats import gamma
 
 from servediff.cli import main
 from servediff.compare import hazard as hz
-from servediff.compare.loader import ReportOptions, load
+from servediff.compare.loader import load
+from servediff.compare.report_options import ReportOptions
 from servediff.report import figures, render
 from servediff.report.assembly import build
 from servediff.report.model import Report

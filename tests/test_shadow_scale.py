@@ -19,11 +19,11 @@ from servediff.cli import main
 from servediff.compare.divergence import Divergence
 from servediff.compare.hazard import pair_hazard
 from servediff.compare.loader import load
-from servediff.compare.speed_table import speed_rows
 from servediff.compare.study import build_study
 from servediff.records import read_run
 from servediff.report import render
 from servediff.report.assembly import build
+from servediff.report.rows.speed_table import speed_rows
 from servediff.types import Completion
 from tests.helpers.records import write_shadow
 

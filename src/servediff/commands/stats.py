@@ -51,7 +51,7 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from servediff.compare import counts
+    from servediff.compare import from_counts as counts
 
     out: dict[str, object]
     if args.stat == "ci":

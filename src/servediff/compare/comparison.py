@@ -20,7 +20,6 @@ import msgspec
 
 from servediff.compare.divergence import Divergence, first_char_difference
 from servediff.compare.hazard import HazardView, kaplan_meier
-from servediff.compare.loader import ReportOptions
 from servediff.compare.mechanism import (
     CLASSES,
     RECORDED,
@@ -32,6 +31,7 @@ from servediff.compare.mechanism import (
     measured,
 )
 from servediff.compare.precision import Drift, Precision
+from servediff.compare.report_options import ReportOptions
 from servediff.compare.sampled import is_sampled
 from servediff.compare.study import PairResult
 from servediff.compare.vocabulary import ControlVerdict, DivergenceClass, Kind

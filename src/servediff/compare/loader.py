@@ -4,38 +4,23 @@
 
 ``load`` is the one loader behind ``compare``, ``report``, ``experiment`` and ``demo``: it
 reads run records and probe records from the same list of paths and returns the Study (the
-records, grouped and paired) with the ReportOptions that say how to read them.
+records, grouped and paired) with the ReportOptions that say how to read them
+(``report_options``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from servediff.compare.mechanism import DEFAULT_THRESHOLD
+from servediff.compare.report_options import DEFAULT_MARGIN, DEFAULT_TITLE, DEFAULT_WARMUP, ReportOptions
 from servediff.compare.study import Study, build_study, without_pairs_of
 from servediff.records import LEAN, Reading, ReadOptions, Run
-from servediff.records.probes import ProbeSet
-
-DEFAULT_MARGIN = 0.01
-DEFAULT_TITLE = "servediff report"
-DEFAULT_WARMUP = 1
 
 
 def is_sweep(run: Run) -> bool:
     return bool(run.header.extra.get("experiment", {}).get("sweep"))
-
-
-@dataclass(frozen=True, slots=True)
-class ReportOptions:
-    title: str = DEFAULT_TITLE
-    near_tie: float = DEFAULT_THRESHOLD  # nats: below it, a top-2 flip is a near-tie
-    margin: float = DEFAULT_MARGIN  # non-inferiority margin (fraction of items) for scored suites
-    probes: tuple[ProbeSet, ...] = ()
-    # Speed: the first N items sent in each run are warm-up, left out of every speed number and
-    # counted (the first request pays for loading and caches). 0 keeps them all.
-    warmup: int = DEFAULT_WARMUP
 
 
 def load(

@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servediff.compare.factor_table import FactorTable
 from servediff.experiment.conductor import Outcome, run_experiment
 from servediff.experiment.source import ExperimentError
 from servediff.experiment.spec import Experiment, load_experiment
+from servediff.report.rows.factor_table import FactorTable
 
 FactorSet = tuple[str, ...]
 

@@ -16,18 +16,14 @@ from typing import Any
 
 from servediff.compare import filenames
 from servediff.compare.comparison import comparison
-from servediff.compare.factor_table import factor_tables
+from servediff.compare.concurrency import load_sweeps
 from servediff.compare.kl_runs import is_scoring, kl_rows, without_scoring_pairs
-from servediff.compare.load import load_sweeps
-from servediff.compare.loader import ReportOptions
 from servediff.compare.quality import quality
-from servediff.compare.runs import run_rows
+from servediff.compare.report_options import ReportOptions
 from servediff.compare.sampled import sampled
 from servediff.compare.shadow import segments
-from servediff.compare.speed_table import speed_rows
 from servediff.compare.study import Configuration, Study
 from servediff.compare.sweep import sweeps
-from servediff.compare.verdicts import verdicts
 from servediff.records import Run
 from servediff.redaction import redact_argv
 from servediff.report import cluster_view, experiment_view
@@ -40,6 +36,10 @@ from servediff.report.model import (
     SuiteMethod,
     Tool,
 )
+from servediff.report.rows.factor_table import factor_tables
+from servediff.report.rows.runs import run_rows
+from servediff.report.rows.speed_table import speed_rows
+from servediff.report.rows.verdicts import verdicts
 
 # A model whose name says it was tuned for chat answers raw prompts as text to continue.
 CHAT_MODEL = re.compile(r"instruct|chat|-it\b|\bit\b", re.IGNORECASE)

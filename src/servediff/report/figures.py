@@ -19,13 +19,13 @@ import numpy as np
 from markupsafe import escape
 
 from servediff.compare.comparison import Comparison
+from servediff.compare.concurrency import LoadSweep
 from servediff.compare.kl_runs import KlRow
-from servediff.compare.load import LoadSweep
 from servediff.compare.quality import Accuracy, Subjects
 from servediff.compare.sampled import SampledPair
-from servediff.compare.speed_table import SpeedRow
-from servediff.compare.verdicts import Verdict
 from servediff.report.model import Matrix
+from servediff.report.rows.speed_table import SpeedRow
+from servediff.report.rows.verdicts import Verdict
 from servediff.report.xmltext import xml_text
 
 if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn: Markdown alone draws none

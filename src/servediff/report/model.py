@@ -14,17 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servediff.compare.comparison import Comparison, gapped
-from servediff.compare.factor_table import FactorTable
+from servediff.compare.concurrency import LoadSweep
 from servediff.compare.kl_runs import KlRow
-from servediff.compare.load import LoadSweep
 from servediff.compare.quality import Quality
-from servediff.compare.runs import RunRow
 from servediff.compare.sampled import Sampled
 from servediff.compare.shadow import ShadowSegment
-from servediff.compare.speed_table import SpeedRow
 from servediff.compare.sweep import Sweep
-from servediff.compare.verdicts import Verdict
 from servediff.records import SamplingInfo
+from servediff.report.rows.factor_table import FactorTable
+from servediff.report.rows.runs import RunRow
+from servediff.report.rows.speed_table import SpeedRow
+from servediff.report.rows.verdicts import Verdict
 
 SCHEMA_VERSION = 1
 

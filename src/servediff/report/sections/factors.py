@@ -9,7 +9,6 @@ Every number is a field of ``compare.factor_table.FactorTable``.
 
 from __future__ import annotations
 
-from servediff.compare.factor_table import CauseRow, FactorCell, FactorRow, FactorTable
 from servediff.report import fmt
 from servediff.report.document import (
     Block,
@@ -25,6 +24,7 @@ from servediff.report.document import (
     strong,
 )
 from servediff.report.model import Report
+from servediff.report.rows.factor_table import CauseRow, FactorCell, FactorRow, FactorTable
 
 CELLS = (
     "configuration",

@@ -8,7 +8,7 @@ Every number is a field of ``compare.load.LoadSweep`` (the hazard per 1,000 toke
 
 from __future__ import annotations
 
-from servediff.compare.load import LoadLevel, LoadSweep
+from servediff.compare.concurrency import LoadLevel, LoadSweep
 from servediff.report import figures, fmt
 from servediff.report.document import Block, Cell, Figure, Heading, Paragraph, Table, cell, code, spans
 from servediff.report.model import Report

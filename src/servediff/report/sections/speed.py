@@ -10,10 +10,10 @@ Every number is a field of ``compare.speed_table.SpeedRow`` (or a verdict's, for
 from __future__ import annotations
 
 from servediff.compare.speed import Interval
-from servediff.compare.speed_table import SpeedRow
 from servediff.report import figures, fmt, wording
 from servediff.report.document import Block, Cell, Figure, Heading, Paragraph, Table, cell, code, spans
 from servediff.report.model import Report
+from servediff.report.rows.speed_table import SpeedRow
 
 HEADER = (
     "suite",

@@ -8,10 +8,10 @@ Every number is a field of ``Report.verdicts`` (compare's speed, identity and qu
 
 from __future__ import annotations
 
-from servediff.compare.verdicts import QualityDelta, Verdict
 from servediff.report import fmt, wording
 from servediff.report.document import Block, Cell, Heading, Table, Tone, cell, code, spans
 from servediff.report.model import Report
+from servediff.report.rows.verdicts import QualityDelta, Verdict
 
 HEADER = (
     "configuration",

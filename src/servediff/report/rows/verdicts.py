@@ -17,9 +17,9 @@ from servediff.compare import speed as sp
 from servediff.compare.loader import is_sweep
 from servediff.compare.machine_load import Load, load_check
 from servediff.compare.quality import PairQuality
-from servediff.compare.speed_table import items_of, references
 from servediff.compare.study import Study
 from servediff.compare.vocabulary import QualityVerdict
+from servediff.report.rows.speed_table import items_of, references
 
 
 @dataclass(frozen=True, slots=True)
