@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 from servediff.compare import gate_budget, stats
-from servediff.compare.sequential import GRID
+from servediff.compare.stats.sequential import GRID
 
 
 def counts(rng: np.random.Generator, runs: int, n: int, psi: float, delta: float) -> tuple[np.ndarray, ...]:

@@ -12,8 +12,8 @@ from scipy import stats
 from servediff.audit.names import ENGINES
 from servediff.audit.promises import PROMISES, experiment_toml
 from servediff.audit.workload import PREFIX_LENGTHS, PlanOptions, plan, prompts_for
-from servediff.compare.agreement import Output, compare, distinct, first_difference
-from servediff.compare.binomial import clopper_pearson, throughput_ratio, upper_bound
+from servediff.compare.stats.agreement import Output, compare, distinct, first_difference
+from servediff.compare.stats.binomial import clopper_pearson, throughput_ratio, upper_bound
 from servediff.experiment.spec import load_experiment
 
 

@@ -11,7 +11,7 @@ import pytest
 from scipy.stats import norm
 
 from servediff.compare import gate_budget
-from servediff.compare.sequential import Tally
+from servediff.compare.stats.sequential import Tally
 from servediff.gate import GateOptions, budget_plan
 
 SIM = Path(__file__).resolve().parent.parent / "bench" / "gate_sim.py"

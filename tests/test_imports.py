@@ -117,3 +117,12 @@ def test_no_module_imports_from_a_layer_above_its_own() -> None:
     # The walker sees an upward import where there is one, and every module has its layer.
     assert layer("servediff.records.reader") < layer("servediff.compare.loader") < layer("servediff.cli")
     assert {layer(m) for m in edges} <= set(range(len(LAYERS)))
+
+
+def test_the_statistics_are_pure() -> None:
+    """compare/stats/ is pure statistics over numbers: it reads no record and no study."""
+    edges = graph()
+    stats = [m for m in edges if m == "servediff.compare.stats" or m.startswith("servediff.compare.stats.")]
+    assert len(stats) >= 5
+    allowed = {"servediff.compare.vocabulary", *stats}
+    assert {m: sorted(edges[m] - allowed) for m in stats} == {m: [] for m in stats}

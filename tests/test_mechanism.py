@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from statsmodels.stats.rates import confint_poisson
 
-from servediff.compare import hazard as hz
 from servediff.compare.divergence import Point, first_token, survival_time
 from servediff.compare.mechanism import (
     NEAR_TIE,
@@ -24,6 +23,7 @@ from servediff.compare.mechanism import (
     precision,
     shared_deltas,
 )
+from servediff.compare.stats import hazard as hz
 from servediff.records import Item, sha256_text
 
 # --- hazard -----------------------------------------------------------------------------------

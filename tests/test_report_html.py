@@ -10,9 +10,9 @@ import pytest
 from scipy.stats import gamma
 
 from servediff.cli import main
-from servediff.compare import hazard as hz
 from servediff.compare.loader import load
 from servediff.compare.report_options import ReportOptions
+from servediff.compare.stats import hazard as hz
 from servediff.report import figures, render
 from servediff.report.assembly import build
 from servediff.report.model import Report

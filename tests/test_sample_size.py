@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import t as student_t
 
-from servediff.compare.sample_size import (
+from servediff.compare.stats.sample_size import (
     VarianceParts,
     items_needed,
     mean_variance,

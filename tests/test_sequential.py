@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from servediff.compare.sequential import Tally, bound, decide, log_capital
+from servediff.compare.stats.sequential import Tally, bound, decide, log_capital
 
 
 def dkelly_direct(d: np.ndarray, m: float, grid: int, side: int) -> np.ndarray:

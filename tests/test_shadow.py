@@ -22,9 +22,9 @@ import openai
 import pytest
 
 from servediff.compare.divergence import RETOKENIZED_IDS
-from servediff.compare.hazard import pair_hazard
 from servediff.compare.loader import load
 from servediff.compare.mechanism import NEAR_TIE, RANK_CHANGE, measure_pair, unlocated
+from servediff.compare.stats.hazard import pair_hazard
 from servediff.compare.study import compare_runs
 from servediff.records import Run, read_run
 from servediff.records.probes import read_probes

@@ -17,8 +17,8 @@ import pytest
 
 from servediff.cli import main
 from servediff.compare.divergence import Divergence
-from servediff.compare.hazard import pair_hazard
 from servediff.compare.loader import load
+from servediff.compare.stats.hazard import pair_hazard
 from servediff.compare.study import build_study
 from servediff.records import read_run
 from servediff.report import render

@@ -27,11 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast, get_args
 
-from servediff.compare import hazard as hz
 from servediff.compare.divergence import survival_time
-from servediff.compare.hazard import pair_hazard
 from servediff.compare.mechanism import unlocated
 from servediff.compare.quality import PairQuality, compare_scored, is_scored
+from servediff.compare.stats import hazard as hz
+from servediff.compare.stats.hazard import pair_hazard
 from servediff.compare.study import Configuration, PairResult, Study, compare_runs
 from servediff.compare.vocabulary import DesignKind
 from servediff.records import Run

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from servediff.compare.agreement import Agreement, Output, compare, distinct
-from servediff.compare.binomial import Bound, Ratio, throughput_ratio, upper_bound
+from servediff.compare.stats.agreement import Agreement, Output, compare, distinct
+from servediff.compare.stats.binomial import Bound, Ratio, throughput_ratio, upper_bound
 from servediff.records import Item, Run
 
 Verdict = Literal["pass", "fail", "too weak", "error"]

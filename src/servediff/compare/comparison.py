@@ -19,7 +19,6 @@ from typing import overload
 import msgspec
 
 from servediff.compare.divergence import Divergence, first_char_difference
-from servediff.compare.hazard import HazardView, kaplan_meier
 from servediff.compare.mechanism import (
     CLASSES,
     RECORDED,
@@ -33,6 +32,7 @@ from servediff.compare.mechanism import (
 from servediff.compare.precision import Drift, Precision
 from servediff.compare.report_options import ReportOptions
 from servediff.compare.sampled import is_sampled
+from servediff.compare.stats.hazard import HazardView, kaplan_meier
 from servediff.compare.study import PairResult
 from servediff.compare.vocabulary import ControlVerdict, DivergenceClass, Kind
 from servediff.records import Item

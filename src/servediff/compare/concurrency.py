@@ -29,10 +29,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from servediff.compare import hazard as hz
 from servediff.compare import mechanism as mech
 from servediff.compare import speed as sp
 from servediff.compare.quality import Accuracy, PairQuality, accuracy, compare_scored, is_scored
+from servediff.compare.stats import hazard as hz
 from servediff.compare.study import Configuration, Study, compare_runs
 from servediff.records import Run
 

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from servediff.compare.sample_size import items_needed
-from servediff.compare.sequential import GRID, Tally, log_capital
+from servediff.compare.stats.sample_size import items_needed
+from servediff.compare.stats.sequential import GRID, Tally, log_capital
 
 # scipy.stats is imported inside the functions that use it: importing it costs ~0.6 s, which a
 # report that needs none of them (a shadow compare) should not pay.

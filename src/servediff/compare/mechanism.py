@@ -28,10 +28,10 @@ from typing import Final, overload
 
 import msgspec
 
-from servediff.compare import hazard as hz
 from servediff.compare.divergence import Divergence, Point
 from servediff.compare.precision import Drift, Precision, drift, known_dtype, precision, shared_deltas
 from servediff.compare.sampled import is_sampled
+from servediff.compare.stats import hazard as hz
 from servediff.compare.study import PairResult
 from servediff.compare.vocabulary import DivergenceClass
 from servediff.records import Item

@@ -24,9 +24,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servediff.compare.sample_size import Sizing, sizing
 from servediff.compare.sampled_divergence import FirstDivergences, first_divergences
 from servediff.compare.stats import Interval, verdict
+from servediff.compare.stats.sample_size import Sizing, sizing
 from servediff.compare.study import PairResult, Study
 from servediff.compare.vocabulary import Kind, QualityVerdict
 from servediff.records import Run

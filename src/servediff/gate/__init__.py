@@ -23,9 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from servediff.compare import gate_budget, quality, sequential
+from servediff.compare import gate_budget, quality
 from servediff.compare.gate_budget import GatePlan
-from servediff.compare.sequential import Tally
+from servediff.compare.stats import sequential
+from servediff.compare.stats.sequential import Tally
 from servediff.engines import Engine
 from servediff.filename import file_stem
 from servediff.gate.result import Checkpoint, Determinism, GateReport

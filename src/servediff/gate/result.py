@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servediff.compare.sequential import Tally
+from servediff.compare.stats.sequential import Tally
 from servediff.compare.vocabulary import GateVerdict
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from servediff.compare.comparison import Comparison
 from servediff.compare.machine_load import Load
-from servediff.compare.sample_size import Sizing, VarianceParts
 from servediff.compare.sampled import Sampled, SampledPair
 from servediff.compare.sampled_divergence import FirstDivergences
+from servediff.compare.stats.sample_size import Sizing, VarianceParts
 from servediff.gate.result import GateReport
 from servediff.report import fmt
 from servediff.report.model import (

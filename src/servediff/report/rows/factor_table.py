@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servediff.compare import attribution as at
-from servediff.compare.hazard import HazardView
 from servediff.compare.quality import PairQuality
+from servediff.compare.stats.hazard import HazardView
 from servediff.compare.study import Study
 from servediff.compare.vocabulary import DesignKind
 

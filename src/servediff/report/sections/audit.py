@@ -10,7 +10,7 @@ its own page, not a part of a comparison's report, so ``blocks`` takes the audit
 from __future__ import annotations
 
 from servediff.compare.audit import AuditAnalysis, Divergence, Level, Side
-from servediff.compare.binomial import Bound, Ratio
+from servediff.compare.stats.binomial import Bound, Ratio
 from servediff.report.document import Block, Bullets, Cell, Heading, Item, Paragraph, Table, cell, spans
 
 LEVELS = (
