@@ -16,7 +16,7 @@ from pathlib import Path
 from servediff.compare.mechanism import DEFAULT_THRESHOLD
 from servediff.compare.report_options import DEFAULT_MARGIN, DEFAULT_TITLE, DEFAULT_WARMUP, ReportOptions
 from servediff.compare.study import Study, build_study, without_pairs_of
-from servediff.records import LEAN, Reading, ReadOptions, Run
+from servediff.records import LEAN, Reading, ReadOptions, Run, read_runs
 
 
 def is_sweep(run: Run) -> bool:
@@ -42,8 +42,7 @@ def load(
     with other configurations: the sweep section compares them among themselves. ``reading``:
     how the records are read (``records.ReadOptions``); an export, which writes every item's
     fields out, reads them whole."""
-    with paths if isinstance(paths, Reading) else Reading(paths, reading) as begun:
-        runs, probes = begun.finish()
+    runs, probes = read_runs(paths, reading)
     study = build_study(runs, force=force, checkpoints=checkpoints)
     study = without_pairs_of(study, [c.label for c in study.configurations if is_sweep(c.runs[0])])
     return study, ReportOptions(

@@ -152,9 +152,12 @@ class Reading:
         self.close()
 
 
-def read_runs(paths: Sequence[Path], options: ReadOptions = LEAN) -> tuple[list[Run], list[ProbeSet]]:
-    """The run records and probe records among ``paths``, each read the way that suits it."""
-    with Reading(paths, options) as reading:
+def read_runs(
+    paths: Sequence[Path] | Reading, options: ReadOptions = LEAN
+) -> tuple[list[Run], list[ProbeSet]]:
+    """The run records and probe records among ``paths``, each read the way that suits it (or
+    those of a ``Reading`` begun already, finished here: ``options`` were its own)."""
+    with paths if isinstance(paths, Reading) else Reading(paths, options) as reading:
         return reading.finish()
 
 
