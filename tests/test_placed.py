@@ -1,4 +1,4 @@
-"""A lean read's recorded "first_token" values as columns (``lean_items.Placed``) give back each
+"""A lean read's recorded "first_token" values as columns (``records.placed.Placed``) give back each
 value as recorded, and the placement compare takes from it, whatever its shape."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 For each divergence between two runs, each configuration is asked for its top-k next tokens
 after prompt + the common prefix (one-token request; the runs themselves need no logprobs,
 which matters because requesting logprobs can change an engine's path). The answers go to a
-probe record (``probe_record``), which ``servediff compare`` reads beside the run records, so
+probe record (``records.probes``), which ``servediff compare`` reads beside the run records, so
 the report still renders from records only. This is the one module after the runs that calls
 engines; ``compare/`` never does.
 """

@@ -10,7 +10,6 @@ validates here, at the file boundary; compare works on ``ProbeSet``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -89,18 +88,6 @@ class ProbeLine(_Model):
     # A's and B's tokens at the divergence as text (None: the end of the sequence), where the
     # runs recorded only ids the server retokenized: the server's detokenizer names them.
     tokens: tuple[str | None, str | None] | None = None
-
-
-def is_probe_record(path: Path) -> bool:
-    """True when the file's first line is a probe header (compare sorts its inputs with this)."""
-    try:
-        # Bytes, not text: a text read decodes a whole buffer ahead, so a bad byte on a later
-        # line would raise here; the run reader reports it with its file and line instead.
-        with Path(path).open("rb") as f:
-            head = json.loads(f.readline() or b"null")
-    except (OSError, ValueError):  # ValueError: JSONDecodeError and UnicodeDecodeError
-        return False
-    return isinstance(head, dict) and head.get("record") == PROBE_RECORD
 
 
 def read_probes(path: Path) -> ProbeSet:
