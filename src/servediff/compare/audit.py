@@ -3,7 +3,7 @@
     servediff audit --from audit-runs/
 
 Every request sent under load (and every alone repeat after the first) is a trial of its prompt:
-it is compared (``compare.agreement``) with the first answer that prompt got alone. The promise
+it is compared (``compare.stats.agreement``) with the first answer that prompt got alone. The promise
 configuration passes when none of its trials diverged — reported as an exact upper bound on the
 divergence rate, never as "deterministic" — *and* the negative control diverged: a control that
 holds too says the workload could not have caught a failure, so nothing was tested. Errored

@@ -9,7 +9,7 @@ times each (run labels ``LABEL@cN``). For every swept (configuration, suite) and
 - distinct outputs per item across the level's repeats;
 - identity against the base run, the lowest level's first repeat: every repeat of every level is
   compared with it (at the base level the other repeats are its control);
-- the divergence hazard per token against the base, pooled over the repeats (``hazard.py``);
+- the divergence hazard per token against the base, pooled over the repeats (``stats/hazard.py``);
 - the mechanism of each first divergence from the logprobs recorded *during* the run: a probe at
   batch 1 cannot replay the batch that chose the token, so only in-run top-k say whether a
   batch-composition flip was a near-tie or something else (``mechanism.py``);

@@ -17,7 +17,7 @@ Fixed n (normal approximation of the paired difference; e.g. Chow, Shao & Wang, 
 Calculations in Clinical Research", 2nd ed., §4.2, non-inferiority):
 n = (z_{1−α} + z_{power})² · ψ / δ².
 
-The sequential gate: its log capital against m = −δ (``compare.sequential``) grows by a random
+The sequential gate: its log capital against m = −δ (``compare.stats.sequential``) grows by a random
 walk; for the grid's best constant bet u* (the largest expected increment μ, variance σ²; the
 growth-optimal "Kelly" bet, Waudby-Smith & Ramdas 2023 §5) it is approximated by Brownian motion
 with drift μ and variance σ² per item. The grid mixture lags the best bet by a penalty measured

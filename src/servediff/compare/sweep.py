@@ -5,7 +5,7 @@ of an experiment's ``[sweep]``, at each concurrency and over all of them.
     servediff compare OUT/runs/*/*.jsonl OUT/sweep/*/*.jsonl
 
 The same configuration, the same prompts at temperature 0, repeated at each level (run labels
-``LABEL@cN``). ``compare.load`` measures each level against one base run; this counts outputs.
+``LABEL@cN``). ``compare.concurrency`` measures each level against one base run; this counts outputs.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 
 Items run in one seeded random order on both configurations (paired), batch by batch, into the
 ordinary run records (so a re-run resumes and nothing is lost). After every batch the
-anytime-valid confidence sequence of ``compare.sequential`` is updated, and the gate stops as
+anytime-valid confidence sequence of ``compare.stats.sequential`` is updated, and the gate stops as
 soon as it lies above −margin (pass) or below it (fail), or at the item budget (inconclusive).
 Because the sequence is valid at every n, stopping early costs no error rate. With ``--power``
 the budget is planned (``compare.gate_budget``) from the margin, α and the discordance, given or

@@ -5,7 +5,7 @@ identity, paired Δ accuracy and what its verification found.
 
 Each verdict pools a configuration's suites (item ids keyed by suite) for its speedup; identity
 and quality stay per suite. The reference is the first suite's reference configuration
-(``compare.speed_table.references``), listed first.
+(``report.rows.speed_table.references``), listed first.
 """
 
 from __future__ import annotations

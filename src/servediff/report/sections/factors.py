@@ -4,7 +4,7 @@ reproducing factor set (settled, or an upper bound with the sets that would sett
 
     servediff experiment examples/tuned-factors.toml      # report.md, report.html: Which factor
 
-Every number is a field of ``compare.factor_table.FactorTable``.
+Every number is a field of ``report.rows.factor_table.FactorTable``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ load sweep: a table of its levels and, in HTML, one figure of every sweep.
 
     servediff experiment examples/llama-server-gpu.toml      # OUT/report.md, "Under load"
 
-Every number is a field of ``compare.load.LoadSweep`` (the hazard per 1,000 tokens included).
+Every number is a field of ``compare.concurrency.LoadSweep`` (the hazard per 1,000 tokens included).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The runs the report is made of: one row per run record (``compare.runs``).
+"""The runs the report is made of: one row per run record (``report.rows.runs``).
 
 servediff compare runs/*.jsonl --md report.md
 """

@@ -4,7 +4,7 @@ speed-against-quality and throughput-against-concurrency plots.
 
     servediff experiment examples/embedded.toml      # report.md, report.html: Speed
 
-Every number is a field of ``compare.speed_table.SpeedRow`` (or a verdict's, for the plot).
+Every number is a field of ``report.rows.speed_table.SpeedRow`` (or a verdict's, for the plot).
 """
 
 from __future__ import annotations
