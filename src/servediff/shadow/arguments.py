@@ -8,7 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from servediff.argtypes import count, host_port, output_folder, positive_float, positive_int, proportion
+from servediff.argtypes import (
+    count,
+    host_port,
+    in_flight,
+    output_folder,
+    positive_float,
+    positive_int,
+    proportion,
+    seed,
+)
 
 
 def add_shadow(sub: Any) -> None:
@@ -53,7 +62,7 @@ def add_shadow(sub: Any) -> None:
         default=1.0,
         help="share of requests mirrored, drawn per request (default 1; 0 relays only)",
     )
-    p.add_argument("--seed", type=count, default=0, help="seed of the --sample draw")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the --sample draw")
     p.add_argument(
         "--redact-field",
         action="append",
@@ -64,5 +73,5 @@ def add_shadow(sub: Any) -> None:
     )
     p.add_argument("--rotate-mb", type=positive_float, help="start a new record pair past this size")
     p.add_argument("--queue", type=positive_int, default=1024, help="shadow copies waiting at most")
-    p.add_argument("--workers", type=positive_int, default=4, help="candidate requests in flight")
+    p.add_argument("--workers", type=in_flight, default=4, help="candidate requests in flight")
     p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per request")
