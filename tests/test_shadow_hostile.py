@@ -152,9 +152,7 @@ def test_no_header_value_of_the_client_reaches_disk(tmp_path: Path) -> None:
             assert post(shadow.url, headers=secrets, query=query) == 401
             shadow.wait_mirrored(1, timeout=30)
         finally:
-            shadow.proc.send_signal(signal.SIGTERM)
-            _, err = shadow.proc.communicate(timeout=60)
-    counts = json.loads((out / "shadow.json").read_text())
+            counts = shadow.stop()
     assert counts["mirrored"] == 1 and counts["primary_errors"] == 1
     written = "".join(f.read_text() for f in out.rglob("*") if f.is_file())
     assert "HTTP 401" in written and "bad key" in written  # the error itself is kept
