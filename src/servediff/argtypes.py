@@ -29,8 +29,10 @@ def _int(text: str, low: int, high: int = MAX_COUNT) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < low and high == MAX_COUNT:  # the ceiling is for typos; the floor is what a user meets
+        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
     if not low <= value <= high:
-        raise argparse.ArgumentTypeError(f"must be an integer from {low} to {high:,}, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be an integer from {low} to {high}, got {text!r}")
     return value
 
 
