@@ -52,6 +52,7 @@ def _engine_spec(args: argparse.Namespace) -> tuple[EngineSpec, int]:
             max_retries=args.retries,
             api_key_env=args.api_key_env,
             stream=args.stream,
+            send=args.send,
         )
         return EngineSpec(args.label or "http", http=options), args.concurrency
     if args.engine == "hf":

@@ -31,6 +31,7 @@ from servediff.argtypes import (
     seed,
 )
 from servediff.audit.arguments import add_audit
+from servediff.engines.server_sampling import SENDS
 from servediff.option_rules import RUN_RULES, Rule, first_broken
 from servediff.shadow.arguments import add_shadow
 from servediff.types import MAX_SAMPLES
@@ -225,6 +226,15 @@ def _add_http(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per request")
     g.add_argument("--stream", action="store_true", help="stream responses: time first token and token gaps")
+    g.add_argument(
+        "--send",
+        choices=SENDS,
+        default="all",
+        help="sampling fields each request names: all (default: every field servediff knows, so no "
+        "server default decides an answer) or minimal (temperature, seed and max_tokens only, as a "
+        "typical client sends: the server's own defaults decide the rest, e.g. llama-cpp-python's "
+        "repeat penalty 1.1; the record says which, and the server's defaults where it reports them)",
+    )
     g.add_argument("--retries", type=count, default=4, help="retries on connection errors, 429 and 5xx")
     g.add_argument(
         "--api-key-env",
