@@ -122,6 +122,8 @@ class MirrorConfig:
     seed: int = 0
 
 
+LONG_SECRET = 8  # a header value this long is blanked in answers too (``Replayer._replay``)
+
 # The replay process's orders, in shared memory (one writer: the proxy).
 RUN, DRAIN, STOP = 0, 1, 2
 POLL_S = 0.2  # how often the replay process looks at its orders and its parent
@@ -328,9 +330,12 @@ class Replayer:
             placed = await self.locate(req, primary, candidate)
         known = header_secrets(a.headers, a.query)
         if known:
-            req = _scrubbed(req, known)
+            # In answers and inputs, only values long enough to be credentials: a cookie's
+            # "theme=dark" must not blank every "dark" a model writes. Errors get every value.
+            long = [k for k in known if len(k) >= LONG_SECRET]
+            req = _scrubbed(req, long)
             for c in (primary, candidate):
-                c.text = redact_text(c.text, known, shapes=False)
+                c.text = redact_text(c.text, long, shapes=False)
                 c.error = None if c.error is None else redact_text(c.error, known)
         self.recorder.write(req, item_id, primary, candidate, placed)
         self.counts.set("segments", self.recorder.segment)
