@@ -101,6 +101,7 @@ def test_nested_body_and_hung_candidate_then_sigterm_ends_within_seconds(tmp_pat
             _, err = shadow.proc.communicate(timeout=60)
             took = time.monotonic() - t0
     assert shadow.proc.returncode == 0, err.decode()
+    print(f"SIGTERM to exit with a hung candidate: {took:.1f} s")
     assert took < 10, f"SIGTERM took {took:.1f} s"
     counts = json.loads((out / "shadow.json").read_text())
     assert counts["requests"] == 13 and counts["unparsed"] == 1 and counts["dropped"] >= 1
@@ -124,9 +125,10 @@ def test_sigkill_of_the_proxy_leaves_no_process_of_servediff(tmp_path: Path) -> 
         assert below, "the replay process is not running"
         shadow.proc.kill()
         shadow.proc.wait()
-        deadline = time.monotonic() + 5
-        while any(alive(p) for p in below) and time.monotonic() < deadline:
+        t0 = time.monotonic()
+        while any(alive(p) for p in below) and time.monotonic() < t0 + 5:
             time.sleep(0.1)
+        print(f"{len(below)} processes below the proxy, gone {time.monotonic() - t0:.1f} s after its SIGKILL")
         left = [p for p in below if alive(p)]
         for p in left:  # the test never leaves them behind either
             os.kill(p, signal.SIGKILL)
