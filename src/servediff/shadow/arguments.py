@@ -28,7 +28,9 @@ def add_shadow(sub: Any) -> None:
         "each completion request is then replayed on the candidate from a bounded queue (full: the "
         "copy is dropped and counted) and both answers are recorded as a run pair for `servediff "
         "compare`. Give the two servers' URLs, or an experiment file that launches both. Runs until "
-        "interrupted (Ctrl-C or SIGTERM), then writes OUT/shadow.json.",
+        "interrupted (Ctrl-C or SIGTERM), then writes OUT/shadow.json within about 10 s (copies the "
+        "candidate has not answered by then are cancelled and counted unfinished); every request "
+        "ends in one count: requests = mirrored + dropped + unparsed + sampled_out + failed.",
     )
     p.add_argument("--primary", help="the serving configuration in production (URL)")
     p.add_argument("--candidate", help="the configuration to evaluate (URL)")
