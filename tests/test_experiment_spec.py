@@ -107,6 +107,19 @@ def test_embedded_configurations(tmp_path: Path) -> None:
         load_experiment(write(tmp_path, mixed))
 
 
+def test_a_server_configuration_can_send_a_client_s_few_fields(tmp_path: Path) -> None:
+    exp = load_experiment(write(tmp_path, GOOD.replace(REMOTE, REMOTE + '\nsend = "minimal"')))
+    assert [c.send for c in exp.configurations] == ["all", "all", "minimal"]
+    with pytest.raises(ExperimentError, match=r":\d+: configuration 'e': send = 'minimal' is for servers"):
+        load_experiment(
+            write(
+                tmp_path, EMBEDDED + '[[configurations]]\nlabel = "e"\nconfig = "stock"\nsend = "minimal"\n'
+            )
+        )
+    with pytest.raises(ExperimentError, match=":22: configuration 'remote': send must be 'all' or 'minimal'"):
+        load_experiment(write(tmp_path, GOOD.replace(REMOTE, REMOTE + '\nsend = "some"')))
+
+
 def test_transformers_configurations(tmp_path: Path) -> None:
     exp = load_experiment(write(tmp_path, HF))
     bf16, lookup = exp.configurations

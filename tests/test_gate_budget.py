@@ -62,6 +62,26 @@ def test_a_budget_too_small_for_the_power_says_what_it_would_need() -> None:
     assert f"power 0.90 needs {p.needed:,} items" in gate_budget.describe(p)
 
 
+def test_a_power_past_the_planner_s_reach_is_said_unreachable_not_a_count() -> None:
+    """Before: "power 0.80 needs 200,000 items" where the search only stopped at its cap."""
+    p = gate_budget.plan(0.001, 0.025, 0.5, 0.8, limit=3000)
+    assert p.unreachable and p.needed is None
+    line = gate_budget.describe(p)
+    assert "not reached within 200,000 items" in line and "needs 200,000" not in line
+    q = gate_budget.at_budget(0.001, 0.025, 0.5, 3000)
+    assert q.unreachable and "needs" not in gate_budget.describe(q)
+
+
+def test_a_power_near_one_is_not_rounded_to_one() -> None:
+    """Before: ``--power 0.999999`` was printed "power 1.00"."""
+    assert gate_budget.power_text(0.999999) == "0.999999"
+    assert gate_budget.power_text(0.8) == "0.80" and gate_budget.power_text(0.996) == "0.996"
+    p = gate_budget.plan(0.02, 0.025, 0.04, 0.999999, limit=500)
+    assert "power 0.999999 needs" in gate_budget.describe(
+        p
+    ) or "power 0.999999 is not" in gate_budget.describe(p)
+
+
 def test_a_budget_with_little_power_says_so_and_what_power_would_take() -> None:
     # The GPU gate's case: 6 % discordance, 130 items. Its power at Δ = 0 is near 0, where a
     # fixed-n "design of the same power" is meaningless; the line used to claim the gate saved 83 %.

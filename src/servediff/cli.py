@@ -52,6 +52,7 @@ def _engine_spec(args: argparse.Namespace) -> tuple[EngineSpec, int]:
             max_retries=args.retries,
             api_key_env=args.api_key_env,
             stream=args.stream,
+            send=args.send,
         )
         return EngineSpec(args.label or "http", http=options), args.concurrency
     if args.engine == "hf":
@@ -649,6 +650,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # a file that cannot be read or written: say which, and why
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except MemoryError:  # a resource error, never a finding: exit 1 would read as "the check failed"
+        print("error: out of memory (a size or count too large for this machine?)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: finished items are saved; re-run the same command to resume", file=sys.stderr)

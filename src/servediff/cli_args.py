@@ -18,6 +18,7 @@ from servediff import __version__
 from servediff.argtypes import (
     count,
     fraction,
+    in_flight,
     int_range,
     nonnegative_float,
     nucleus,
@@ -27,9 +28,11 @@ from servediff.argtypes import (
     positive_float,
     positive_int,
     proportion,
+    seed,
 )
 from servediff.audit.arguments import add_audit
 from servediff.engines.profiles import CLAIMS
+from servediff.engines.server_sampling import SENDS
 from servediff.option_rules import RUN_RULES, Rule, first_broken
 from servediff.shadow.arguments import add_shadow
 from servediff.types import MAX_SAMPLES
@@ -130,7 +133,7 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
         "--data", type=Path, help="the benchmark's data file (gsm8k, mmlu) instead of its default source"
     )
     g.add_argument("--limit", type=positive_int, help="only this many items (a deterministic subset)")
-    g.add_argument("--subsample-seed", type=count, default=0, help="seed for --limit subsampling")
+    g.add_argument("--subsample-seed", type=seed, default=0, help="seed for --limit subsampling")
     g.add_argument(
         "--score",
         metavar="CORPUS",
@@ -147,7 +150,7 @@ def _add_run(sub: argparse._SubParsersAction[Parser]) -> None:
         "naming a letter needs raised, e.g. 256 for coder models; mmlu-letter 1)",
     )
     g.add_argument(
-        "--seed", type=count, default=42, help="the run's seed; a sampled run derives each draw's from it"
+        "--seed", type=seed, default=42, help="the run's seed; a sampled run derives each draw's from it"
     )
     g.add_argument(
         "--temperature", type=nonnegative_float, default=0.0, help="0 (default): greedy; > 0: sampled"
@@ -197,7 +200,7 @@ def _add_llama_knobs(p: argparse.ArgumentParser) -> None:
         ("n-batch", positive_int, "logical batch size"),
         ("n-ubatch", positive_int, "physical batch size"),
         ("prompt-lookup", count, "prompt-lookup speculative decoding with k draft tokens (0: off)"),
-        ("threads", count, "CPU threads (0: all cores)"),
+        ("threads", int_range(0, 4096), "CPU threads (0: all cores)"),
         ("kv-cache-type", str, "f16 or q8_0"),
     )
     for knob, kind, text in knob_types:
@@ -217,13 +220,22 @@ def _add_http(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model", help="model id to request (default: the first the server lists)")
     g.add_argument(
         "--concurrency",
-        type=positive_int,
+        type=in_flight,
         default=1,
         help="requests in flight (default 1: concurrent requests change batch composition "
         "and would pollute the control)",
     )
     g.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per request")
     g.add_argument("--stream", action="store_true", help="stream responses: time first token and token gaps")
+    g.add_argument(
+        "--send",
+        choices=SENDS,
+        default="all",
+        help="sampling fields each request names: all (default: every field servediff knows, so no "
+        "server default decides an answer) or minimal (temperature, seed and max_tokens only, as a "
+        "typical client sends: the server's own defaults decide the rest, e.g. llama-cpp-python's "
+        "repeat penalty 1.1; the record says which, and the server's defaults where it reports them)",
+    )
     g.add_argument("--retries", type=count, default=4, help="retries on connection errors, 429 and 5xx")
     g.add_argument(
         "--api-key-env",
@@ -547,7 +559,7 @@ def _add_gate(sub: argparse._SubParsersAction[Parser]) -> None:
         "--pilot", type=positive_int, default=100, help="scored items that measure the discordance"
     )
     p.add_argument("--batch", type=positive_int, default=10, help="items per look (default 10)")
-    p.add_argument("--seed", type=count, default=0, help="seed of the item order")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the item order")
     p.add_argument("--max-tokens", type=positive_int, help="default: the suite's own, else 300")
     p.add_argument("--max-tokens-b", type=positive_int, help="B's own max tokens (a capped candidate)")
     p.add_argument(

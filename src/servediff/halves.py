@@ -24,7 +24,9 @@ from __future__ import annotations
 import gc
 import mmap
 import os
+import subprocess
 import sys
+import time
 from array import array
 from collections.abc import Iterator, Sequence
 from itertools import compress
@@ -53,6 +55,8 @@ from servediff.record import (
 # Records smaller than this are read the ordinary way: a child's start (~0.3 s of imports)
 # costs more than reading them.
 PAIR_BYTES = 64 << 20
+# The least time this process waits for the child once its own half is read (``_patience``).
+PATIENCE_MIN_S = 60.0
 # The part of the items read here. The child starts reading while this process imports the
 # analysis (``begin_pairs``), and this one then takes the child's half in: at a million items a
 # side, half each finished within 0.1-0.2 s of one another.
@@ -132,11 +136,12 @@ class Begun:
         the ordinary way). Closes what ``begin`` opened, either way."""
         try:
             (fa, fb), (ra, rb), split = self.files, self.runs, self.split
+            began = time.monotonic()
             try:
                 own = read_half(fa, (ra.end, split[0]), fb, (rb.end, split[1]), first=True)
             except Irregular:
                 return None
-            theirs = self.child.half()
+            theirs = self.child.half(_patience(time.monotonic() - began))
         finally:
             self.close()
         if theirs is None:
@@ -148,6 +153,13 @@ class Begun:
         self.child.close()
         for f in self.files:
             f.close()
+
+
+def _patience(own_s: float) -> float:
+    """How long to wait for the child once this process has read its half in ``own_s``: the
+    two halves are the same work, so several times that, and never less than a minute (the
+    child may have shared the core, or started late)."""
+    return max(PATIENCE_MIN_S, 10 * own_s)
 
 
 def begin(path_a: Path, path_b: Path) -> Begun | None:
@@ -475,9 +487,14 @@ class _Child(Child):
         argv += [str(split[0]), str(sizes[0]), str(split[1]), str(sizes[1]), str(os.getpid())]
         return cls.spawn("servediff-halves", argv)
 
-    def half(self) -> Half | None:
-        """The child's half, once it has exited cleanly having written all of it; else None."""
-        if self._proc.wait() != 0:
+    def half(self, timeout_s: float | None = None) -> Half | None:
+        """The child's half, once it has exited cleanly having written all of it; else None,
+        also where it has not exited within ``timeout_s`` (a stopped child would hold compare
+        forever: the caller reads the pair the ordinary way, and ``close`` ends the child)."""
+        try:
+            if self._proc.wait(timeout_s) != 0:
+                return None
+        except subprocess.TimeoutExpired:
             return None
         # Decoded where the child wrote it: a copy would be as many pages again to touch.
         with mmap.mmap(self._out, 0, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:

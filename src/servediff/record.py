@@ -159,6 +159,8 @@ class Item(
     token_source: str | None = None
     # per token: [token, logprob, [[alt, logprob], ...]]
     logprobs: list[tuple[str, float, list[tuple[str, float]]]] | None = None
+    # the same for the end token, where the text ended by choosing one (position len(logprobs))
+    stop_logprobs: tuple[str, float, list[tuple[str, float]]] | None = None
     answer: str | None = None
     gold: str | None = None
     correct: bool | None = None
@@ -355,6 +357,9 @@ def item_line(c: Completion, input_: Any, score: Score | None, metadata: dict[st
         d["token_source"] = c.token_source
     if c.logprobs is not None:
         d["logprobs"] = [[t.token, t.logprob, [list(p) for p in t.top]] for t in c.logprobs]
+    if c.stop_logprob is not None:
+        t = c.stop_logprob
+        d["stop_logprobs"] = [t.token, t.logprob, [list(p) for p in t.top]]
     if score is not None:
         d.update(answer=score.answer, gold=score.gold, correct=score.correct)
     if c.engine_meta:

@@ -67,6 +67,9 @@ class GatePlan:
     expected: int  # items it uses on average when Δ = 0 (it stops early once it passes)
     fixed_n: int | None  # the fixed-n design's items for the same α and power; None below power 1/2
     needed: int | None = None  # when the wanted power needs more items than were available: how many
+    # The wanted power is not reached within ``MOST`` items at all (``needed`` is then None): the
+    # planner stopped looking, which is not "MOST items would do".
+    unreachable: bool = False
     wanted: float = PLANNING_POWER  # the power asked for (``plan``), or the planning power (``at_budget``)
 
     @property
@@ -114,13 +117,16 @@ def plan(
 ) -> GatePlan:
     """The smallest budget (in whole batches, at most ``limit``) at which the gate passes with
     ``power`` when Δ = 0, and the items it expects to use within it. When even ``limit`` items
-    give less power, the plan is ``limit``'s and ``needed`` says what the power would take."""
+    give less power, the plan is ``limit``'s and ``needed`` says what the power would take, or
+    ``unreachable`` that not even ``MOST`` items give it."""
     looks = _looks(limit, batch)
     chance = pass_probability(looks, margin, alpha, discordance)
     if chance[-1] < power:
-        needed = plan(margin, alpha, discordance, power, batch).budget if limit < MOST else MOST
         at_limit = _plan_at(margin, alpha, discordance, looks, chance)
-        return dataclasses.replace(at_limit, needed=needed, wanted=power)
+        full = plan(margin, alpha, discordance, power, batch) if limit < MOST else None
+        if full is None or full.unreachable:
+            return dataclasses.replace(at_limit, unreachable=True, wanted=power)
+        return dataclasses.replace(at_limit, needed=full.budget, wanted=power)
     k = int(np.argmax(chance >= power))
     return dataclasses.replace(
         _plan_at(margin, alpha, discordance, looks[: k + 1], chance[: k + 1]), wanted=power
@@ -135,7 +141,10 @@ def at_budget(margin: float, alpha: float, discordance: float, budget: int, batc
     p = _plan_at(margin, alpha, discordance, looks, pass_probability(looks, margin, alpha, discordance))
     if p.power >= PLANNING_POWER:
         return p
-    return dataclasses.replace(p, needed=plan(margin, alpha, discordance, PLANNING_POWER, batch).budget)
+    full = plan(margin, alpha, discordance, PLANNING_POWER, batch)
+    if full.unreachable:
+        return dataclasses.replace(p, unreachable=True)
+    return dataclasses.replace(p, needed=full.budget)
 
 
 def _looks(budget: int, batch: int) -> np.ndarray:
@@ -171,12 +180,26 @@ def _plan_at(
     )
 
 
+def power_text(power: float) -> str:
+    """A power with as many decimals as it takes not to round to 1 (0.999999 is not "1.00")."""
+    places = 2
+    while places < 12 and power < 1 and round(power, places) >= 1:
+        places += 1
+    return f"{power:.{places}f}"
+
+
 def describe(p: GatePlan) -> str:
     """The plan in one line, said before the gate starts."""
-    budget = f"a budget of {p.budget:,} items gives power {p.power:.2f}"
+    budget = f"a budget of {p.budget:,} items gives power {power_text(p.power)}"
     if p.needed is not None:
         budget += (
-            f" (power {p.wanted:.2f} needs {p.needed:,} items: more than the suite or --max-items holds)"
+            f" (power {power_text(p.wanted)} needs {p.needed:,} items: more than the suite or "
+            "--max-items holds)"
+        )
+    elif p.unreachable:
+        budget += (
+            f" (power {power_text(p.wanted)} is not reached within {MOST:,} items, where the planner "
+            "stops looking: at this discordance the margin is too narrow)"
         )
     head = f"gate plan at discordance {p.discordance:.1%}, margin {p.margin:g}, alpha {p.alpha:g}: {budget}"
     if p.fixed_n is None or p.saving is None:

@@ -88,6 +88,8 @@ class ConfigurationTable(Table):
     resources: dict[str, Annotated[float, Field(ge=0)]] = {}
     replicas: Count | None = None
     replica_check: Count = 4
+    # The sampling fields each request names (``run --send``): all, or a typical client's few.
+    send: Literal["all", "minimal"] = "all"
 
 
 class SweepTable(Table):
