@@ -19,7 +19,7 @@ import pytest
 
 from servediff.cli import main
 from servediff.compare.speed import LOAD_CHANGE, run_load
-from servediff.experiment.plan import interleaved
+from servediff.experiment.plan import alternated, interleaved
 from servediff.machine import usable_cores
 from servediff.record import read_run
 
@@ -31,6 +31,12 @@ def test_the_plan_interleaves_configurations_abba() -> None:
                      ("B", "7"), ("A", "7")]  # fmt: skip
     three = [label for label, _ in interleaved(["A", "B", "C"], ids, 4)]
     assert three == ["A", "B", "C", "C", "B", "A"]
+
+
+def test_the_plan_alternates_repeats_of_servers_abba() -> None:
+    order = alternated(["A", "B"], 4)
+    assert order == [("A", 1), ("B", 1), ("B", 2), ("A", 2), ("A", 3), ("B", 3), ("B", 4), ("A", 4)]
+    assert [label for label, _ in alternated(["A", "B", "C"], 2)] == ["A", "B", "C", "C", "B", "A"]
 
 
 def test_an_experiment_of_in_process_engines_runs_them_in_abba_blocks(
