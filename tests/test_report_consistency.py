@@ -114,7 +114,8 @@ def speed_phrases(summary: dict[str, Any]) -> list[str]:
             # each, item sampling only (and then no direction is claimed).
             x = _speedup(s["speedup"])
             if x.basis == "items":
-                out.append(f"{fmt.speedup(x.value)} {wording.speedup_interval(x)}; vs {s['reference']}")
+                note = f"({wording.ONE_RUN_EACH})"
+                out.append(f"{fmt.speedup(x.value)} {wording.speedup_interval(x)} {note} vs {s['reference']}")
             else:
                 out.append(
                     f"{fmt.speedup(x.value)} ({speed_section.direction(x)}) "
@@ -126,7 +127,8 @@ def speed_phrases(summary: dict[str, Any]) -> list[str]:
         elif v["reference"] and v["speedup"]:
             x = _speedup(v["speedup"])
             where = "" if v["concurrency"] == 1 else f" at concurrency {v['concurrency']}"
-            speed = f"{fmt.speedup(x.value)}{where} {wording.speedup_interval(x)}"
+            note = f" — {wording.ONE_RUN_EACH}" if x.basis == "items" else ""
+            speed = f"{fmt.speedup(x.value)} {wording.speedup_interval(x)}{where}{note}"
             out.append(f"{v['label']} {v['reference']} {speed}")
     return out + attribution_phrases(summary) + kl_phrases(summary)
 

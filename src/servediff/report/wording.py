@@ -68,11 +68,9 @@ ONE_RUN_EACH = "one run each: the interval covers item sampling only; repeat to 
 
 def speedup_interval(s: Speedup) -> str:
     """A speedup's interval and what it covers: "[0.9×, 1.3×] over 2 and 2 runs" (run-to-run
-    variance included), or the item bootstrap's, said to cover item sampling only."""
+    variance included), or the item bootstrap's alone (``ONE_RUN_EACH`` says what it covers)."""
     shown = f"[{fmt.speedup(s.low)}, {fmt.speedup(s.high)}]"
-    if s.basis == "items":
-        return f"{shown} — {ONE_RUN_EACH}"
-    return f"{shown} over {s.runs[0]} and {s.runs[1]} runs"
+    return shown if s.basis == "items" else f"{shown} over {s.runs[0]} and {s.runs[1]} runs"
 
 
 def load_note(load: Load, a: str, b: str) -> str:

@@ -106,6 +106,8 @@ def _speedup(s: SpeedRow) -> Cell:
     if s.load is not None and s.load.unsteady:  # the machine may explain it: no interval
         return cell(f"{fmt.speedup(x.value)} ({wording.load_note(s.load, ref, s.label)}) vs ", code(ref))
     if x.basis == "items":
-        return cell(f"{fmt.speedup(x.value)} {wording.speedup_interval(x)}; vs ", code(ref))
+        return cell(
+            f"{fmt.speedup(x.value)} {wording.speedup_interval(x)} ({wording.ONE_RUN_EACH}) vs ", code(ref)
+        )
     shown = f"{fmt.speedup(x.value)} ({direction(x)}) {wording.speedup_interval(x)} vs "
     return cell(shown, code(ref))

@@ -58,7 +58,8 @@ def _speed(v: Verdict) -> Cell:
     tone: Tone = "good" if s.low > 1 else "bad" if s.high < 1 else "neutral"
     if s.basis == "items":  # one run each: nothing says where a rerun would land
         tone = "neutral"
-    return cell(f"{fmt.speedup(s.value)}{where} {wording.speedup_interval(s)}", tone=tone)
+    note = f" — {wording.ONE_RUN_EACH}" if s.basis == "items" else ""
+    return cell(f"{fmt.speedup(s.value)} {wording.speedup_interval(s)}{where}{note}", tone=tone)
 
 
 def _identity(v: Verdict) -> Cell:
