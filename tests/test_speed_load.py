@@ -65,6 +65,30 @@ def test_an_experiment_of_in_process_engines_runs_them_in_abba_blocks(
         assert f"[{label}] prompts #1: 8 done, 0 already finished, 0 failed" in said.out + said.err
 
 
+def test_speed_repeats_of_in_process_engines_are_interleaved_too(tmp_path: Path) -> None:
+    """``speed_repeats = 2``: each repeat in ABBA blocks, the second starting with the other
+    configuration (stock, tuned | tuned, stock), so the verdict's speedup is over 2 and 2 runs."""
+    exp = tmp_path / "exp.toml"
+    exp.write_text(
+        f'model = "smollm2"\noutput = "{tmp_path / "out"}"\ncontrol_repeats = 0\nspeed_repeats = 2\n'
+        "[sampling]\nmax_tokens = 2\n[suites.prompts]\nlimit = 4\n[probes]\nenabled = false\n"
+        '[[configurations]]\nlabel = "stock"\nconfig = "stock"\n'
+        '[[configurations]]\nlabel = "tuned"\nconfig = "stock"\nknobs = { n_batch = 256 }\n'
+    )
+    assert main(["experiment", str(exp), "--no-progress"]) == 0
+    runs = [read_run(p) for p in (tmp_path / "out" / "runs").glob("*/*.jsonl")]
+    sent = sorted(
+        ((it.finished_at or 0.0) - it.latency_s, r.header.label, r.header.repeat)
+        for r in runs
+        for it in r.items.values()
+    )
+    order = [f"{label}{repeat}" for _, label, repeat in sent]
+    assert order == ["stock1"] * 4 + ["tuned1"] * 4 + ["tuned2"] * 4 + ["stock2"] * 4
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    (verdict,) = [v for v in summary["verdicts"] if v["label"] == "tuned"]
+    assert verdict["speedup"]["basis"] == "runs" and verdict["speedup"]["runs"] == [2, 2]
+
+
 def _run(tmp_path: Path, label: str) -> Path:
     out = tmp_path / f"{label}.jsonl"
     args = ["run", "--engine", "llamacpp", "--suite", "prompts", "--limit", "6", "--max-tokens", "16",
