@@ -260,7 +260,11 @@ def alternate(job: Job, outcome: Outcome) -> None:
     fresh start of its server, so that each configuration's repeats span the experiment and a
     drift of the machine falls on all of them alike. The load each run saw is recorded as for
     any run (the report's load check compares them). What is left (control repeats beyond the
-    speed repeats, sweeps, probes) follows configuration by configuration as before."""
+    speed repeats, sweeps, probes) follows configuration by configuration as before.
+
+    Not both servers up with their requests interleaved: servers that share a machine measure
+    each other (the 0.5B draft against stock on one H200: 0.55× alone, 0.77× with four servers
+    sharing the GPU, docs/qwen-gpu.md), and two may not fit on one accelerator."""
     exp = job.exp
     configs = ordered(exp)
     if exp.speed_repeats < 2 or len(configs) < 2 or all(c.kind == "embedded" for c in configs):
