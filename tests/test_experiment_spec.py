@@ -222,6 +222,7 @@ def test_replicas_resources_and_the_executor(tmp_path: Path) -> None:
         # strict types at the boundary: an environment variable is a string, a count no boolean
         (GOOD.replace('label = "spec"', 'label = "spec"\nenv = { A = 1 }'), 16, "env.A has the wrong type"),
         (GOOD.replace("control_repeats = 2", "control_repeats = true"), 2, "control_repeats must be a"),
+        (GOOD.replace("control_repeats = 2", "speed_repeats = 0"), 2, "speed_repeats must be"),
         (GOOD.replace("[sampling]", "[sampling]\nthinking = 1"), 5, "thinking must be one of 'on', 'off'"),
     ],
 )

@@ -120,6 +120,7 @@ class ExperimentFile(Table):
     concurrency: Count = 1
     control: str | None = None
     control_repeats: Seed = 1
+    speed_repeats: Count = 1
     sampling: SamplingTable = SamplingTable()
     suites: dict[str, SuiteTable] = {"prompts": SuiteTable()}
     configurations: list[ConfigurationTable]
