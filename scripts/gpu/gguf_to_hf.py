@@ -77,7 +77,9 @@ def convert(gguf: Path, out: Path, tokenizer_from: Path | None) -> dict[str, Any
     plain.tie_weights()  # a tied output layer (Qwen2.5 0.5B) points at the embedding again
     on_meta = [name for name, p in plain.named_parameters() if p.device.type == "meta"]
     if on_meta or result.unexpected_keys:
-        raise ValueError(f"the GGUF's tensors do not fill the model: missing {on_meta}, extra {result.unexpected_keys}")
+        raise ValueError(
+            f"the GGUF's tensors do not fill the model: missing {on_meta}, extra {result.unexpected_keys}"
+        )
     del loaded
     parameters = sum(p.numel() for p in plain.parameters())
     loaded_s = time.perf_counter() - start
@@ -102,10 +104,15 @@ def convert(gguf: Path, out: Path, tokenizer_from: Path | None) -> dict[str, Any
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("gguf", type=Path, help="the GGUF file (e.g. the path `servediff models fetch` prints)")
+    parser.add_argument(
+        "gguf", type=Path, help="the GGUF file (e.g. the path `servediff models fetch` prints)"
+    )
     parser.add_argument("out", type=Path, help="the folder to write; must not exist yet")
     parser.add_argument(
-        "--tokenizer-from", type=Path, metavar="DIR", help="take the tokenizer and chat template from this folder"
+        "--tokenizer-from",
+        type=Path,
+        metavar="DIR",
+        help="take the tokenizer and chat template from this folder",
     )
     args = parser.parse_args(argv)
     if not args.gguf.is_file():
