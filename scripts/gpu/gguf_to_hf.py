@@ -54,16 +54,19 @@ def convert(gguf: Path, out: Path, tokenizer_from: Path | None) -> dict[str, Any
 
     dtype = dtype_kwarg(transformers, torch)
     start = time.perf_counter()
-    # transformers dequantizes every tensor of the GGUF on load.
-    loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, **dtype)
-    if tokenizer_from is None:
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    else:
-        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_from))
+    source = tokenizer_from or gguf  # the tokenizer first: a wrong folder fails before the long load
+    try:
+        if tokenizer_from is None:
+            tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_from))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"no tokenizer from {source}: {' '.join(str(exc).split())}") from None
     template = tokenizer.chat_template
     if not isinstance(template, str) or not template.strip():
-        source = tokenizer_from or gguf
         raise ValueError(f"{source} has no chat template (give --tokenizer-from a folder that has one)")
+    # transformers dequantizes every tensor of the GGUF on load.
+    loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, **dtype)
 
     # save_pretrained refuses a model that still says it is GGUF-quantized, so the model is built
     # again from its configuration without quantization_config, and the dequantized tensors are
