@@ -77,7 +77,9 @@ def convert(gguf: Path, out: Path, tokenizer_from: Path | None) -> dict[str, Any
     with torch.device("meta"):
         plain = AutoModelForCausalLM.from_config(config, **dtype)
     result = plain.load_state_dict(loaded.state_dict(), strict=False, assign=True)
-    plain.tie_weights()  # a tied output layer (Qwen2.5 0.5B) points at the embedding again
+    # A model with tied embeddings points its output layer at the embedding again (the registry's
+    # Qwen GGUFs carry an output layer of their own, so their folders are untied).
+    plain.tie_weights()
     on_meta = [name for name, p in plain.named_parameters() if p.device.type == "meta"]
     if on_meta or result.unexpected_keys:
         raise ValueError(
@@ -93,7 +95,7 @@ def convert(gguf: Path, out: Path, tokenizer_from: Path | None) -> dict[str, Any
         (out / "chat_template.jinja").write_text(template, encoding="utf-8")
     config_path = out / "config.json"
     saved = json.loads(config_path.read_text(encoding="utf-8"))
-    if "quantization_config" in saved:  # no version has written it back so far; the file must not say so
+    if "quantization_config" in saved:  # a safety net: vLLM would read it as a quantized checkpoint
         del saved["quantization_config"]
         config_path.write_text(json.dumps(saved, indent=2) + "\n", encoding="utf-8")
     return {
