@@ -34,12 +34,13 @@ def _wheel_list() -> list[tuple[str, str, list[str]]]:
 def test_the_wheel_list_pins_every_wheel_by_hash_and_leaves_the_image_alone() -> None:
     wheels = _wheel_list()
     names = {re.sub(r"[-_.]+", "-", n).lower(): v for n, v, _ in wheels}
-    assert len(wheels) == len(names) == 118
+    assert len(wheels) == len(names) == 119
     assert all(len(h) == 1 for _, _, h in wheels)  # one file per pin: the one that was checked
     # the release whose pins are torch 2.11.0, and the pins of the three traps
     assert names["vllm"] == "0.24.0" and names["xgrammar"] == "0.2.8" and names["apache-tvm-ffi"] == "0.1.11"
     assert names["numpy"].startswith("2.4.") and names["numba"] == "0.65.0"
     assert {"pydantic", "msgspec", "aiohttp", "gguf"} <= names.keys()  # servediff's own, the converter's
+    assert "loguru" in names  # the GPU image lacks it, and --quantization fp8 imports it
     # what the image has, or what vLLM runs without, must not travel (nor shadow the image's)
     for left_out in ("torch", "transformers", "tokenizers", "safetensors", "flashinfer-python", "triton"):
         assert left_out not in names
