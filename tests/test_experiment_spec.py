@@ -273,12 +273,16 @@ def test_a_registry_model_not_fetched_yet(
 
 def test_probe_plan_and_templates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Both sides of (control, each other configuration) per suite; servers need a chat template
-    for chat prompts: without one their probes are left out with a note, a missing file is an error."""
+    for chat prompts, except vLLM, which renders them itself (/tokenize with messages): without
+    one the others' probes are left out with a note, a missing file is an error."""
     path = write(tmp_path, GOOD)
     assert main(["experiment", str(path), "--check", "--out", str(tmp_path / "o")]) == 0
     out, err = capsys.readouterr()
-    assert "note: no probes for stock vs spec (prompts), side stock" in err
-    assert "[probes] template" in err and "probe\t" not in out  # none of these servers has a template
+    assert "note: no probes for stock vs remote (prompts), side remote" in err and "side stock" not in err
+    kept = [line.split("\t")[1] for line in out.splitlines() if line.startswith("probe\t")]
+    assert kept == [f"stock vs spec (prompts), side {s}" for s in ("stock", "spec")] + [
+        "stock vs remote (prompts), side stock"
+    ]
 
     jinja = tmp_path / "chat.jinja"
     jinja.write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
