@@ -25,16 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from servediff.cli import main as servediff
 from servediff.record import read_run
 from servediff.suites.prompts import PROMPTS
-from tests.conftest import LlamaServer
+from tests.conftest import TUNED_FLAGS, LlamaServer
 
-TUNED = [
-    "--flash_attn",
-    "true",
-    "--draft_model",
-    "prompt-lookup-decoding",
-    "--draft_model_num_pred_tokens",
-    "10",
-]
+TUNED = TUNED_FLAGS
 
 
 def client(base: str, prompt: str, tokens: int) -> str:

@@ -26,7 +26,7 @@ from servediff.record import Run, read_run
 from servediff.runner import RunPlan, execute
 from servediff.suites import Suite, SuiteOptions, load_suite
 from servediff.types import SamplingParams
-from tests.conftest import LlamaServer
+from tests.conftest import TUNED_FLAGS, LlamaServer
 
 # Embedded: fizzbuzz and reverse-list part ways within 36 tokens under `tuned` (measured).
 SUITE = load_suite("prompts", SuiteOptions(limit=3))
@@ -83,15 +83,7 @@ def test_embedded_stock_vs_tuned(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def tuned_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
-    flags = [
-        "--flash_attn",
-        "true",
-        "--draft_model",
-        "prompt-lookup-decoding",
-        "--draft_model_num_pred_tokens",
-        "10",
-    ]
-    server = LlamaServer(flags, tmp_path_factory.mktemp("tuned") / "server.log")
+    server = LlamaServer(TUNED_FLAGS, tmp_path_factory.mktemp("tuned") / "server.log")
     yield server
     server.stop()
 
