@@ -1,7 +1,8 @@
 """Simulated paired runs: the sequential gate against peeking at a fixed-n test, and items needed.
 
     python bench/gate_sim.py            # about a minute on two cores; --runs to change the size
-    python bench/gate_sim.py --plan     # the budget plan (compare.gate_budget) against simulation
+    python bench/gate_sim.py --plan     # the budget plan (compare.gate_budget) against simulation:
+                                        # 10,000 gates per discordance, ± one standard error
 
 Each simulated run draws per-item differences D = correct_B − correct_A in {−1, 0, +1} with
 discordance ψ (the share of items where A and B disagree) and true Δ = E[D]:
@@ -117,34 +118,77 @@ def fixed_n_for_power(rng: np.random.Generator, psi: float, delta: float, alpha:
     return hi
 
 
+def simulate(
+    rng: np.random.Generator, runs: int, budget: int, psi: float, delta: float, alpha: float, batch: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Verdicts and items used of ``runs`` gates at Δ = 0, in chunks of 1,000 (memory)."""
+    verdicts, used = [], []
+    for start in range(0, runs, 1000):
+        c, b = counts(rng, min(1000, runs - start), budget, psi, 0.0)
+        v, u = sequential(c, b, delta, alpha, batch)
+        verdicts.append(v)
+        used.append(u)
+    return np.concatenate(verdicts), np.concatenate(used)
+
+
+def stopped(
+    verdict: np.ndarray, used: np.ndarray, plans: list[gate_budget.GatePlan]
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per plan, the gates stopped at its budget: (passed, items used)."""
+    return [((verdict == 1) & (used <= p.budget), np.minimum(used, p.budget)) for p in plans]
+
+
 def plan_table(rng: np.random.Generator, runs: int, delta: float, alpha: float, batch: int) -> None:
-    """The planned budget and expected items against simulated gates with that budget, Δ = 0."""
-    print(f"δ = {delta}, one-sided α = {alpha}, looks every {batch} items, {runs} simulated gates per row")
+    """The planned budget and expected items against simulated gates with that budget, Δ = 0.
+
+    The three powers of a discordance share their simulated gates (common random numbers): the
+    gates run with the largest budget, and a smaller budget's gate is the same gate stopped
+    there (its looks are the first of the larger one's), so the rows differ by the budget alone.
+    At least ``runs`` gates, and 2,000 more at a time (up to 40,000) until every row's mean
+    items has a standard error under 1 %; the ± are one standard error."""
     print(
-        "\n| discordance | power wanted | budget planned | expected items: plan / simulated "
-        "| power simulated | fixed n: formula / Newcombe simulated | expected against fixed n |"
+        f"δ = {delta}, one-sided α = {alpha}, looks every {batch} items, "
+        f"at least {runs} simulated gates per discordance"
     )
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "\n| discordance | power wanted | budget planned (power from) | expected items: plan / simulated "
+        "| power simulated | gates | fixed n: formula / Newcombe simulated "
+        "| simulated items against fixed n |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for psi in (0.02, 0.04, 0.07, 0.10, 0.15):
-        for power in (0.8, 0.9, 0.95):
-            t0 = time.perf_counter()
-            p = gate_budget.plan(delta, alpha, psi, power, batch)
-            c, b = counts(rng, runs, p.budget, psi, 0.0)
-            verdict, used = sequential(c, b, delta, alpha, batch)
-            newcombe = fixed_n_for_power(rng, psi, delta, alpha, power)
+        t0 = time.perf_counter()
+        plans = [gate_budget.plan(delta, alpha, psi, power, batch) for power in (0.8, 0.9, 0.95)]
+        top = max(p.budget for p in plans)
+        assert all(p.budget % batch == 0 for p in plans)  # every budget is a look of the largest
+        verdict, used = simulate(rng, runs, top, psi, delta, alpha, batch)
+
+        while (
+            any(u.std(ddof=1) / np.sqrt(len(u)) >= 0.01 * u.mean() for _, u in stopped(verdict, used, plans))
+            and len(used) < 40_000
+        ):
+            more = simulate(rng, 2000, top, psi, delta, alpha, batch)
+            verdict, used = np.concatenate([verdict, more[0]]), np.concatenate([used, more[1]])
+        for p, (passed, items) in zip(plans, stopped(verdict, used, plans)):
+            newcombe = fixed_n_for_power(rng, psi, delta, alpha, p.wanted)
             assert p.fixed_n is not None  # planned at power >= 0.8
-            change = used.mean() / p.fixed_n - 1
+            n, mean, rate = len(items), items.mean(), passed.mean()
+            se = items.std(ddof=1) / np.sqrt(n)
+            change = mean / p.fixed_n - 1
             print(
-                f"| {psi:.0%} | {power} | {p.budget:,} | {p.expected:,} / {used.mean():,.0f} "
-                f"| {(verdict == 1).mean():.3f} | {p.fixed_n:,} / {newcombe:,} "
-                f"| {abs(change):.0%} {'more' if change > 0 else 'fewer'} |"
-                f"  <!-- {time.perf_counter() - t0:.0f} s -->"
+                f"| {psi:.0%} | {p.wanted} | {p.budget:,} ({p.method}) "
+                f"| {p.expected:,} / {mean:,.0f} ± {se:,.0f} "
+                f"| {rate:.3f} ± {np.sqrt(rate * (1 - rate) / n):.3f} | {n:,} "
+                f"| {p.fixed_n:,} / {newcombe:,} "
+                f"| {abs(change):.1%} {'more' if change > 0 else 'fewer'} |",
+                flush=True,
             )
+        print(f"<!-- {psi:.0%}: {time.perf_counter() - t0:.0f} s -->", flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", type=int, default=2000)
+    ap.add_argument("--runs", type=int, default=10_000)
     ap.add_argument("--max-items", type=int, default=3000)
     ap.add_argument("--batch", type=int, default=10)
     ap.add_argument("--delta", type=float, default=0.02)

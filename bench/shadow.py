@@ -85,7 +85,8 @@ def _settled(base_url: str, wait: float = 60.0) -> dict[str, int]:
     while True:
         with urllib.request.urlopen(base_url + "/servediff/shadow") as r:
             counts: dict[str, int] = json.loads(r.read())
-        pending = counts["requests"] - counts["sampled_out"] - counts["mirrored"] - counts["dropped"]
+        ended = ("sampled_out", "mirrored", "dropped", "unparsed", "failed")
+        pending = counts["requests"] - sum(counts[k] for k in ended)
         if pending - counts["candidate_errors"] <= 0 or time.monotonic() > deadline:
             return counts
         time.sleep(0.2)

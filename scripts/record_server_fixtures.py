@@ -26,6 +26,8 @@ from typing import Any
 
 MESSAGES = [{"role": "user", "content": "Write one sentence about the sea."}]
 PROMPT = "The capital of France is"
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma"
+REPEAT = [{"role": "user", "content": f"Repeat this list exactly, three times, one per line: {WORDS}"}]
 
 
 def call(base: str, method: str, path: str, body: Any = None, raw: bytes | None = None) -> dict[str, Any]:
@@ -102,6 +104,11 @@ def exchanges(base: str, model: str) -> dict[str, dict[str, Any]]:
         "POST",
         "/v1/completions",
         {"model": model, "prompt": ids, "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 5},
+    )
+    # A prompt whose answer repeats it: n-gram speculation finds drafts in it, so a tuned server's
+    # counters move between metrics_before and metrics_after.
+    out["chat_repeat"] = call(
+        base, "POST", "/v1/chat/completions", {**chat, "messages": REPEAT, "max_tokens": 96}
     )
     out["metrics_after"] = call(base, "GET", "/metrics")
     # Errors, as a client meets them.

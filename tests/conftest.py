@@ -29,6 +29,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# llama_cpp.server's tuned flags: flash attention and prompt-lookup speculation (10 tokens)
+TUNED_FLAGS = [
+    "--flash_attn",
+    "true",
+    "--draft_model",
+    "prompt-lookup-decoding",
+    "--draft_model_num_pred_tokens",
+    "10",
+]
+
+
 class LlamaServer:
     """A running ``python -m llama_cpp.server``; ``extra`` are its extra CLI flags, ``model`` a
     GGUF other than the shipped SmolLM2, ``threads`` its thread count (default: every core)."""

@@ -127,6 +127,32 @@ def test_a_clean_promise_with_a_diverging_control_passes(
     assert again == 0 and s99["promise"]["bound"]["high"] > s["promise"]["bound"]["high"]
 
 
+def test_a_record_changed_since_the_audit_is_refused_not_recomputed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: ``--from`` recomputed from edited records without noticing (an edited text turned
+    the verdict, exit 0 or 1 as the edit chose)."""
+    with stub_server(flipping(0)) as (good, _), stub_server(flipping(2)) as (control, _):
+        code, _ = audit(capsys, "--base-url", good, "--control-url", control, "--out", str(tmp_path), *SMALL)
+    assert code == 0
+    sealed = json.loads((tmp_path / "records.sha256.json").read_text())
+    assert sorted(sealed) == sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.jsonl"))
+    assert audit(capsys, "--from", str(tmp_path))[0] == 0  # untouched: the same verdict
+    record = tmp_path / "promise" / "needle.c4.jsonl"
+    lines = record.read_text().splitlines(keepends=True)
+    lines[3] = lines[3].replace('"text": "answer to', '"text": "edited answer to', 1)
+    record.write_text("".join(lines))  # one promise text: the promise would now diverge
+    code = main(["audit", "--from", str(tmp_path), "--json"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert "promise/needle.c4.jsonl changed" in captured.err and captured.err.count("\n") == 1
+    (tmp_path / "records.sha256.json").unlink()  # said plainly: recompute from the records as they are
+    code = main(["audit", "--from", str(tmp_path), "--json"])
+    captured = capsys.readouterr()
+    assert code == 1 and json.loads(captured.out)["verdict"] == "fail"
+    assert "cannot be checked" in captured.err
+
+
 def test_no_control_is_a_usage_error_and_nothing_is_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from servediff.cli import main
+from servediff.records import read_run
 from tests.conftest import LlamaServer
 
 SERVER = (
@@ -267,3 +268,32 @@ def test_an_already_running_server(tmp_path: Path, llama_server: LlamaServer) ->
     assert llama_server.proc.poll() is None  # left running
     wrong = experiment(tmp_path, config, model="another-model")
     assert main(["experiment", str(wrong), "--no-progress"]) == 2
+
+
+def test_speed_repeats_alternate_launched_servers_abba(tmp_path: Path) -> None:
+    """``speed_repeats = 2`` with two launched servers: stock, flash, flash, stock, each run on a
+    fresh start of its server, each with its machine load recorded; the verdict's speedup is then
+    over 2 and 2 runs (a t interval that includes run-to-run variance), not over items."""
+    path = experiment(tmp_path, STOCK + launch("flash", extra=', "--flash_attn", "true"'), repeats=0)
+    path.write_text("speed_repeats = 2\n" + path.read_text() + "[probes]\nenabled = false\n")
+    out = tmp_path / "out"
+    assert main(["experiment", str(path), "--no-progress"]) == 0
+    started = {label: pids(logs(out, label)) for label in ("stock", "flash")}
+    assert len(started["stock"]) == 2 and len(started["flash"]) == 2  # one start per run
+    assert not any(alive(p) for p in started["stock"] + started["flash"])
+    runs = [read_run(p) for p in (out / "runs").glob("*/*.jsonl")]
+    first = sorted(
+        runs, key=lambda r: min((i.finished_at or 0) - (i.latency_s or 0) for i in r.items.values())
+    )
+    assert [(r.header.label, r.header.repeat) for r in first] == [
+        ("stock", 1), ("flash", 1), ("flash", 2), ("stock", 2)
+    ]  # fmt: skip
+    assert all(r.header.extra.get("load") for r in first)  # the load check still has its data
+    summary = json.loads((out / "summary.json").read_text())
+    (verdict,) = [v for v in summary["verdicts"] if v["label"] == "flash"]
+    assert verdict["speedup"]["basis"] == "runs" and verdict["speedup"]["runs"] == [2, 2]
+    report = (out / "report.md").read_text()
+    if verdict["load"]["verdict"] in ("changed", "oversubscribed"):  # a busy machine: a note, no interval
+        assert "NOT COMPARABLE" in report
+    else:
+        assert "over 2 and 2 runs" in report

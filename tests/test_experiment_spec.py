@@ -107,6 +107,19 @@ def test_embedded_configurations(tmp_path: Path) -> None:
         load_experiment(write(tmp_path, mixed))
 
 
+def test_a_server_configuration_can_send_a_client_s_few_fields(tmp_path: Path) -> None:
+    exp = load_experiment(write(tmp_path, GOOD.replace(REMOTE, REMOTE + '\nsend = "minimal"')))
+    assert [c.send for c in exp.configurations] == ["all", "all", "minimal"]
+    with pytest.raises(ExperimentError, match=r":\d+: configuration 'e': send = 'minimal' is for servers"):
+        load_experiment(
+            write(
+                tmp_path, EMBEDDED + '[[configurations]]\nlabel = "e"\nconfig = "stock"\nsend = "minimal"\n'
+            )
+        )
+    with pytest.raises(ExperimentError, match=":22: configuration 'remote': send must be 'all' or 'minimal'"):
+        load_experiment(write(tmp_path, GOOD.replace(REMOTE, REMOTE + '\nsend = "some"')))
+
+
 def test_transformers_configurations(tmp_path: Path) -> None:
     exp = load_experiment(write(tmp_path, HF))
     bf16, lookup = exp.configurations
@@ -209,6 +222,7 @@ def test_replicas_resources_and_the_executor(tmp_path: Path) -> None:
         # strict types at the boundary: an environment variable is a string, a count no boolean
         (GOOD.replace('label = "spec"', 'label = "spec"\nenv = { A = 1 }'), 16, "env.A has the wrong type"),
         (GOOD.replace("control_repeats = 2", "control_repeats = true"), 2, "control_repeats must be a"),
+        (GOOD.replace("control_repeats = 2", "speed_repeats = 0"), 2, "speed_repeats must be"),
         (GOOD.replace("[sampling]", "[sampling]\nthinking = 1"), 5, "thinking must be one of 'on', 'off'"),
     ],
 )
@@ -259,12 +273,16 @@ def test_a_registry_model_not_fetched_yet(
 
 def test_probe_plan_and_templates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Both sides of (control, each other configuration) per suite; servers need a chat template
-    for chat prompts: without one their probes are left out with a note, a missing file is an error."""
+    for chat prompts, except vLLM, which renders them itself (/tokenize with messages): without
+    one the others' probes are left out with a note, a missing file is an error."""
     path = write(tmp_path, GOOD)
     assert main(["experiment", str(path), "--check", "--out", str(tmp_path / "o")]) == 0
     out, err = capsys.readouterr()
-    assert "note: no probes for stock vs spec (prompts), side stock" in err
-    assert "[probes] template" in err and "probe\t" not in out  # none of these servers has a template
+    assert "note: no probes for stock vs remote (prompts), side remote" in err and "side stock" not in err
+    kept = [line.split("\t")[1] for line in out.splitlines() if line.startswith("probe\t")]
+    assert kept == [f"stock vs spec (prompts), side {s}" for s in ("stock", "spec")] + [
+        "stock vs remote (prompts), side stock"
+    ]
 
     jinja = tmp_path / "chat.jinja"
     jinja.write_text("{% for m in messages %}{{ m.content }}{% endfor %}")

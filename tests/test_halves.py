@@ -10,8 +10,10 @@ which a pair is read in halves is lowered to 0 so that these small files are.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -180,6 +182,26 @@ def test_a_child_that_did_not_finish_leaves_the_pair_to_the_ordinary_read(
     monkeypatch.setattr(halves._Child, "start", staticmethod(killed))
     assert read_pair(*records) is None
     assert children() == []
+
+
+def test_a_stopped_child_leaves_the_pair_to_the_ordinary_read_within_its_bound(
+    records: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: compare waited on a SIGSTOPped child forever (``wait()`` with no timeout)."""
+    start = halves._Child.start
+
+    def stopped(*args: object) -> halves._Child | None:
+        child = start(*args)  # type: ignore[arg-type]
+        assert child is not None
+        os.kill(child.pid, signal.SIGSTOP)  # neither dead nor finishing
+        return child
+
+    monkeypatch.setattr(halves._Child, "start", staticmethod(stopped))
+    t0 = time.monotonic()
+    # the caller reads the pair the ordinary way
+    assert read_pair(*records, ReadOptions(halves_bytes=0, patience_s=1.0)) is None
+    assert time.monotonic() - t0 < 30
+    assert children() == []  # and the stopped child was ended
 
 
 def test_a_record_changed_after_it_was_read_is_an_error_not_another_text(

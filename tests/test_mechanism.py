@@ -266,3 +266,16 @@ def test_probe_records_merge_per_side_and_match_either_orientation(tmp_path: Any
     assert main(["compare", str(b), str(a), *probes, "--md", str(md)]) == 0  # tuned is A now
     row = next(x for x in md.read_text().splitlines() if x.startswith("| `x` | 1 |"))
     assert "0.1500 | 0.0800 |" in row and "rank change" in row
+
+
+def test_the_horizons_stop_at_the_longest_completion_compared() -> None:
+    """P(an L-token completion diverges) only for lengths the compared completions reached: the
+    constant rate cannot be checked past them (MMLU answers of at most 16 tokens said nothing
+    about token 300, yet the report printed P(a 300-token completion diverges))."""
+    h = hz.estimate(2, 160)
+    short = hz.HazardView.of(h, longest=16)
+    assert short is not None and [x.length for x in short.horizons] == [1, 10, 16]
+    assert short.horizons[-1].p == pytest.approx(-math.expm1(-2 / 160 * 16))
+    assert [x.length for x in hz.HazardView.of(h, longest=10).horizons] == [1, 10]  # type: ignore[union-attr]
+    assert [x.length for x in hz.HazardView.of(h, longest=1000).horizons] == [1, 10, 300]  # type: ignore[union-attr]
+    assert [x.length for x in hz.HazardView.of(h).horizons] == [1, 10, 300]  # type: ignore[union-attr]

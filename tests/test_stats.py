@@ -125,6 +125,40 @@ def test_newcombe_paired_rebuilt_from_statsmodels_wilson() -> None:
     assert ci.high == pytest.approx(high, abs=1e-12)
 
 
+def test_newcombe_paired_published_examples() -> None:
+    """Method 10 against intervals printed in the literature, to the 4 decimals printed.
+
+    - Newcombe RG (1998), "Improved confidence intervals for the difference between binomial
+      proportions based on paired data", Stat Med 17:2635–2650, Table II, example (a, b, c, d) =
+      (36, 12, 2, 0): θ = (b − c)/n = 0.20, 95 % interval 0.0569 to 0.3404. AD − BC < 0 here,
+      so the N/2 correction of φ does not act; it is the same with or without it.
+    - Fagerland, Lydersen & Laake (2017), *Statistical Analysis of Contingency Tables*, ch. 8,
+      the Cavo et al. (2012) table [[59, 6], [16, 80]]: the Newcombe square-and-add interval
+      −0.1186 to −0.0046 (as the authors' R package contingencytables checks it in its tests).
+      AD − BC = 4,624 > N/2, so the correction acts: with the plain φ the interval is
+      −0.1174 to −0.0059, which this test rejects.
+
+    Their first proportion is B here and their second A (Δ = accuracy(B) − accuracy(A)), so
+    their b (first right, second wrong) is our c.
+    """
+    ci = paired_ci(PairedCounts(both=36, b=2, c=12, neither=0))
+    assert (round(ci.low, 4), round(ci.high, 4)) == (0.0569, 0.3404)
+    cavo = PairedCounts(both=59, b=16, c=6, neither=80)
+    assert round(cavo.delta, 4) == -0.0621
+    ci = paired_ci(cavo)
+    assert (round(ci.low, 4), round(ci.high, 4)) == (-0.1186, -0.0046)
+
+
+def test_newcombe_phi_correction_edges() -> None:
+    # 0 <= AD − BC <= N/2: φ is taken as 0, the two Wilson distances add in quadrature.
+    t = PairedCounts(both=5, b=1, c=4, neither=2)  # AD − BC = 10 − 4 = 6 = N/2
+    za = wilson(t.both + t.b, t.n)
+    zb = wilson(t.both + t.c, t.n)
+    pa, pb = (t.both + t.b) / t.n, (t.both + t.c) / t.n
+    low = t.delta - math.hypot(pb - zb.low, za.high - pa)
+    assert paired_ci(t).low == pytest.approx(low, abs=1e-12)
+
+
 def test_verdict() -> None:
     assert verdict(Interval(-0.005, 0.02), margin=0.01) == "non-inferior"
     assert verdict(Interval(-0.05, -0.02), margin=0.01) == "inferior"

@@ -54,16 +54,19 @@ def convert(gguf: Path, out: Path, tokenizer_from: Path | None) -> dict[str, Any
 
     dtype = dtype_kwarg(transformers, torch)
     start = time.perf_counter()
-    # transformers dequantizes every tensor of the GGUF on load.
-    loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, **dtype)
-    if tokenizer_from is None:
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    else:
-        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_from))
+    source = tokenizer_from or gguf  # the tokenizer first: a wrong folder fails before the long load
+    try:
+        if tokenizer_from is None:
+            tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_from))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"no tokenizer from {source}: {' '.join(str(exc).split())}") from None
     template = tokenizer.chat_template
     if not isinstance(template, str) or not template.strip():
-        source = tokenizer_from or gguf
         raise ValueError(f"{source} has no chat template (give --tokenizer-from a folder that has one)")
+    # transformers dequantizes every tensor of the GGUF on load.
+    loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, **dtype)
 
     # save_pretrained refuses a model that still says it is GGUF-quantized, so the model is built
     # again from its configuration without quantization_config, and the dequantized tensors are
@@ -74,10 +77,14 @@ def convert(gguf: Path, out: Path, tokenizer_from: Path | None) -> dict[str, Any
     with torch.device("meta"):
         plain = AutoModelForCausalLM.from_config(config, **dtype)
     result = plain.load_state_dict(loaded.state_dict(), strict=False, assign=True)
-    plain.tie_weights()  # a tied output layer (Qwen2.5 0.5B) points at the embedding again
+    # A model with tied embeddings points its output layer at the embedding again (the registry's
+    # Qwen GGUFs carry an output layer of their own, so their folders are untied).
+    plain.tie_weights()
     on_meta = [name for name, p in plain.named_parameters() if p.device.type == "meta"]
     if on_meta or result.unexpected_keys:
-        raise ValueError(f"the GGUF's tensors do not fill the model: missing {on_meta}, extra {result.unexpected_keys}")
+        raise ValueError(
+            f"the GGUF's tensors do not fill the model: missing {on_meta}, extra {result.unexpected_keys}"
+        )
     del loaded
     parameters = sum(p.numel() for p in plain.parameters())
     loaded_s = time.perf_counter() - start
@@ -88,7 +95,7 @@ def convert(gguf: Path, out: Path, tokenizer_from: Path | None) -> dict[str, Any
         (out / "chat_template.jinja").write_text(template, encoding="utf-8")
     config_path = out / "config.json"
     saved = json.loads(config_path.read_text(encoding="utf-8"))
-    if "quantization_config" in saved:  # no version has written it back so far; the file must not say so
+    if "quantization_config" in saved:  # a safety net: vLLM would read it as a quantized checkpoint
         del saved["quantization_config"]
         config_path.write_text(json.dumps(saved, indent=2) + "\n", encoding="utf-8")
     return {
@@ -102,10 +109,15 @@ def convert(gguf: Path, out: Path, tokenizer_from: Path | None) -> dict[str, Any
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("gguf", type=Path, help="the GGUF file (e.g. the path `servediff models fetch` prints)")
+    parser.add_argument(
+        "gguf", type=Path, help="the GGUF file (e.g. the path `servediff models fetch` prints)"
+    )
     parser.add_argument("out", type=Path, help="the folder to write; must not exist yet")
     parser.add_argument(
-        "--tokenizer-from", type=Path, metavar="DIR", help="take the tokenizer and chat template from this folder"
+        "--tokenizer-from",
+        type=Path,
+        metavar="DIR",
+        help="take the tokenizer and chat template from this folder",
     )
     args = parser.parse_args(argv)
     if not args.gguf.is_file():

@@ -3,13 +3,15 @@ same prompt text and token ids, and the same greedy tokens from transformers as 
 
     PYTHONPATH=src python3 scripts/gpu/hf_agreement.py FOLDER GGUF [--tokens 16] [--need 8]
 
-The prompt text on the GGUF side is rendered as servediff renders it for a llama.cpp server (the
-GGUF's tokenizer.chat_template through llama-cpp-python's Jinja formatter); on the folder's side,
-as vLLM renders it (transformers' apply_chat_template with the folder's chat_template.jinja). The
-greedy tokens compare the dequantized weights in transformers (computing in float32 by default, so
-that only the weights' rounding to bf16 differs) with llama.cpp on the quantized file (one thread).
-The two compute differently, so a long continuation may part at a near tie; the first --need
-tokens must agree, and where they part the transformers side's top-two logit gap is printed.
+The prompt text is rendered three ways, which must agree: as vLLM renders it (transformers'
+apply_chat_template with the folder's chat_template.jinja), as servediff renders the folder's
+template for a probe (`--template FOLDER`), and as servediff renders the GGUF's
+tokenizer.chat_template metadata; its token ids from transformers' tokenizer and from llama.cpp's
+must agree too. The greedy tokens compare the dequantized weights in transformers (computing in
+float32 by default, so that only the weights' rounding to bf16 differs) with llama.cpp on the
+quantized file (one thread). The two compute differently, so a long continuation may part at a
+near tie; the first --need tokens must agree, and where they part the transformers side's top-two
+logit gap is printed.
 
 Prints one JSON line of what it measured. Exit 0: the template, the text and the ids are the same
 and the first --need greedy tokens agree; 1: something differs (the line says what); 2: usage.
@@ -39,6 +41,7 @@ def measure(folder: Path, gguf: Path, prompt: str, tokens: int, dtype: str) -> d
     messages = [{"role": "user", "content": prompt}]
     gguf_template = load_template(gguf)
     gguf_text = gguf_template.render(messages)  # type: ignore[arg-type]
+    folder_text = load_template(folder).render(messages)  # type: ignore[arg-type]
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     hf_text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     jinja = (folder / "chat_template.jinja").read_text(encoding="utf-8")
@@ -72,7 +75,7 @@ def measure(folder: Path, gguf: Path, prompt: str, tokens: int, dtype: str) -> d
     agree = next((n for n, (a, b) in enumerate(zip(hf, cpp)) if a != b), min(len(hf), len(cpp)))
     facts: dict[str, Any] = {
         "template_same": jinja == gguf_template.template,
-        "text_same": hf_text == gguf_text,
+        "text_same": hf_text == gguf_text == folder_text,
         "ids_same": list(hf_ids) == list(gguf_ids),
         "prompt_tokens": len(gguf_ids),
         "greedy_agree": agree,
@@ -85,7 +88,10 @@ def measure(folder: Path, gguf: Path, prompt: str, tokens: int, dtype: str) -> d
     if agree < min(len(hf), len(cpp)):
         top2 = torch.topk(out.scores[agree][0].float(), 2).values
         facts["gap_at_parting"] = round(float(top2[0] - top2[1]), 4)  # logits: a near tie is small
-        facts["parting"] = {"transformers": tokenizer.decode([hf[agree]]), "llama.cpp": llm.detokenize([cpp[agree]]).decode(errors="replace")}
+        facts["parting"] = {
+            "transformers": tokenizer.decode([hf[agree]]),
+            "llama.cpp": llm.detokenize([cpp[agree]]).decode(errors="replace"),
+        }
     return facts
 
 
@@ -96,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt", default=PROMPT, help="the user message (default: a short coding request)")
     parser.add_argument("--tokens", type=int, default=16, help="greedy tokens to generate on each side")
     parser.add_argument("--need", type=int, default=8, help="leading greedy tokens that must agree")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="transformers' compute")
+    parser.add_argument(
+        "--dtype", choices=("float32", "bfloat16"), default="float32", help="transformers' compute"
+    )
     args = parser.parse_args(argv)
     if not (args.folder / "config.json").is_file():
         print(f"error: {args.folder}: no config.json (not a converted folder)", file=sys.stderr)

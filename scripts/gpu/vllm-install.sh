@@ -43,9 +43,10 @@ echo "installed $(ls "$work"/wheels/*.whl | wc -l) wheels into $site in $(( $(da
 path="$site:$repo/src"
 # One line on failure: the first module that does not import, and why.
 if ! err=$(PYTHONPATH="$path${PYTHONPATH:+:$PYTHONPATH}" "$python" -c '
+from importlib.metadata import version
 import numpy, numba, xgrammar, vllm, pydantic, msgspec, servediff.cli
 assert numpy.__version__.startswith("2.4."), f"numpy {numpy.__version__} comes first on the path, not 2.4.x"
-print(f"vllm {vllm.__version__}, numba {numba.__version__}, numpy {numpy.__version__}, xgrammar {xgrammar.__version__}")
+print(", ".join(f"{m} {version(m)}" for m in ("vllm", "numba", "numpy", "xgrammar", "apache-tvm-ffi")))
 ' 2>&1); then
     echo "the import check failed with SITE first on the path: $(echo "$err" | grep -v '^ ' | tail -1)" >&2
     exit 2

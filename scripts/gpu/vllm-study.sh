@@ -21,6 +21,8 @@
 #           floor) and FP8 once
 #   seed    servediff experiment examples/vllm-seed.toml: stock (twice), n-gram, FP8, draft (left
 #           out where the payload has no 0.5B: PAYLOAD_MODELS of vllm-payload.sh)
+#   draft   the same experiment resumed on docs/studies/vllm-h200/seed.tar.xz's records: only the
+#           draft configuration runs (and stock again, to probe its side)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -127,6 +129,12 @@ PY
         say "seed: no draft model in the payload: the draft configuration is left out"
     fi
     sd experiment "$file" --out "$root/seed" --no-progress >"$root/logs/seed.log" 2>&1
+}
+
+draft() {  # the seed study's draft configuration alone: the experiment resumes on the committed records
+    [ -d "$SERVEDIFF_VLLM_DRAFT" ] || { say "draft: the payload has no 0.5B (PAYLOAD_MODELS)"; return 2; }
+    [ -d "$root/seed/runs" ] || tar -xJf docs/studies/vllm-h200/seed.tar.xz -C "$root" seed/runs seed/probes
+    sd experiment examples/vllm-seed.toml --out "$root/seed" --no-progress >>"$root/logs/seed.log" 2>&1
 }
 
 case $1 in

@@ -5,7 +5,7 @@
 #
 #   scripts/gpu/vllm-wheelhouse.sh DIR [PART_SIZE]    # PART_SIZE as split takes it; default 55M
 #
-# Writes DIR/wheels/*.whl (118 files, about 410 MB), DIR/vllm-wheels.tar, DIR/vllm-wheels.tar.sha256
+# Writes DIR/wheels/*.whl (119 files, about 410 MB), DIR/vllm-wheels.tar, DIR/vllm-wheels.tar.sha256
 # and DIR/parts/p000, p001, …: one folder per transfer, each with its part, the parts' list and the
 # tar's SHA-256. Move every pNNN folder to the GPU machine, gather the parts into one folder
 # (parts.sh collect), then run scripts/gpu/vllm-install.sh there. A second call reuses the wheels

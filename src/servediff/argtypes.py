@@ -15,15 +15,24 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+# Ceilings: a value past them is a typo, and taken at its word it exhausts memory or time before
+# anything says so (``audit --levels 99999999999`` allocated per level: MemoryError, exit 1,
+# which reads as "the promise diverged"). Generous on purpose: no real run comes near them.
+MAX_COUNT = 1_000_000_000  # items, tokens, rounds, retries, sizes
+MAX_IN_FLIGHT = 10_000  # requests at once: concurrency, workers, levels under load
+MAX_SEED = 2**32 - 1  # llama.cpp and most servers take a 32-bit seed
+MAX_NUMBER = 1e9  # seconds, megabytes, temperatures, nats
 
-def _int(text: str, low: int, high: int | None = None) -> int:
+
+def _int(text: str, low: int, high: int = MAX_COUNT) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"from {low} to {high}"
-        raise argparse.ArgumentTypeError(f"must be an integer {bound}, got {text!r}")
+    if value < low and high == MAX_COUNT:  # the ceiling is for typos; the floor is what a user meets
+        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"must be an integer from {low} to {high}, got {text!r}")
     return value
 
 
@@ -32,8 +41,18 @@ def positive_int(text: str) -> int:
 
 
 def count(text: str) -> int:
-    """An integer >= 0: a count, a seed, or a size where 0 has a documented meaning."""
+    """An integer >= 0: a count or a size where 0 has a documented meaning."""
     return _int(text, 0)
+
+
+def seed(text: str) -> int:
+    """A seed: 0 to 2**32 - 1."""
+    return _int(text, 0, MAX_SEED)
+
+
+def in_flight(text: str) -> int:
+    """Requests at once (a concurrency, a number of workers): 1 to 10,000."""
+    return _int(text, 1, MAX_IN_FLIGHT)
 
 
 def int_range(low: int, high: int) -> Callable[[str], int]:
@@ -51,6 +70,8 @@ def _float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not math.isfinite(value):  # float() takes 'nan' and 'inf'; no option means either
         raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    if abs(value) > MAX_NUMBER:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_NUMBER:,.0f}, got {text!r}")
     return value
 
 

@@ -71,6 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
+    except MemoryError:  # a resource error, never a finding: exit 1 would read as "the check failed"
+        print("error: out of memory (a size or count too large for this machine?)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted: finished items are saved; re-run the same command to resume", file=sys.stderr)
         return 130

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qsl
 
 REDACTED = "<redacted>"
 
@@ -91,17 +93,73 @@ def env_secrets(env: Mapping[str, str] | Iterable[tuple[str, str]]) -> list[str]
     return [v for k, v in pairs if SECRET_NAME.search(k) and len(v) >= MIN_KNOWN]
 
 
+# Headers that describe the message rather than who sent it: their values are kept. Every other
+# header a client sends may be a credential (api-key, x-api-key, cookie, a gateway's own), so its
+# value is hunted for wherever a server might echo it.
+PLAIN_HEADERS = frozenset(
+    {
+        "accept",
+        "accept-encoding",
+        "accept-language",
+        "cache-control",
+        "connection",
+        "content-encoding",
+        "content-length",
+        "content-type",
+        "expect",
+        "host",
+        "keep-alive",
+        "te",
+        "transfer-encoding",
+        "user-agent",
+    }
+)
+_SCHEMES = frozenset({"bearer", "basic", "digest", "token", "apikey"})
+
+
+def header_secrets(headers: Iterable[tuple[str, str]], query: str = "") -> list[str]:
+    """The values a client's request carries that may be credentials: every header's value but
+    those of ``PLAIN_HEADERS`` and ``x-stainless-*`` (an SDK's self-description), each part of a
+    value (``Bearer X`` gives X too, a cookie each of its values) and every query parameter's
+    value. For ``redact_text(..., known=...)``: a server may echo any of them in a body."""
+    found: list[str] = []
+    for name, value in headers:
+        low = name.lower()
+        if low in PLAIN_HEADERS or low.startswith("x-stainless-"):
+            continue
+        found.append(value.strip())
+        parts = re.split(r"[\s;,]+", value)
+        found += [p for p in parts if p.lower() not in _SCHEMES]
+        found += [p.split("=", 1)[1] for p in parts if "=" in p.strip("=")]
+    found += [v for _, v in parse_qsl(query, keep_blank_values=False)]
+    return sorted({v for v in found if len(v) >= MIN_KNOWN}, key=len, reverse=True)
+
+
 def redact_env(env: Iterable[tuple[str, str]]) -> dict[str, str]:
     return {k: REDACTED if SECRET_NAME.search(k) else v for k, v in env}
 
 
-def redact_text(text: str, known: Iterable[str] = ()) -> str:
-    """``text`` with every known secret value and every credential shape replaced."""
+def redact_text(text: str, known: Iterable[str] = (), shapes: bool = True) -> str:
+    """``text`` with every known secret value and every credential shape replaced. Without
+    ``shapes``, only the known values (for a model's own text, where ``sk-…`` may be prose)."""
     # Longest first, so a key that contains another known value is blanked whole.
     for value in sorted({v for v in known if v and len(v) >= MIN_KNOWN}, key=len, reverse=True):
         text = text.replace(value, REDACTED)
+    if not shapes:
+        return text
     text = _BEARER.sub(lambda m: f"{m[1]} {REDACTED}", text)
     text = _KEY_SHAPES.sub(REDACTED, text)
     text = _FLAG_IN_TEXT.sub(lambda m: f"{m[1]}{m[2]}{REDACTED}", text)
     text = _ASSIGNMENT.sub(lambda m: f"{m[1]}={REDACTED}", text)
     return _USERINFO.sub(lambda m: f"{m[1]}{REDACTED}@", text)
+
+
+def redact_json(data: Any, known: Sequence[str]) -> Any:
+    """A copy of parsed JSON with the known values blanked inside every string."""
+    if isinstance(data, str):
+        return redact_text(data, known, shapes=False)
+    if isinstance(data, list):
+        return [redact_json(v, known) for v in data]
+    if isinstance(data, dict):
+        return {k: redact_json(v, known) for k, v in data.items()}
+    return data

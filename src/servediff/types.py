@@ -93,6 +93,10 @@ class Completion:
     token_ids: list[int] | None = None
     tokens: list[str] | None = None
     logprobs: list[TokenLogprob] | None = None
+    # The end token's own logprobs, where the completion ended by choosing one (finish "stop"):
+    # the position after the last token. Kept apart from ``logprobs`` (one entry per token of
+    # the text). A divergence where this side ended (at token 0 too) then has a gap here.
+    stop_logprob: TokenLogprob | None = None
     # Where token_ids/tokens came from: "engine" (the generation itself) or "retokenized"
     # (the server's tokenizer applied to the text afterwards, which may split differently).
     token_source: str | None = None

@@ -94,6 +94,20 @@ STUDIES = (
         " + prompt cache",
         ordered=True,
     ),
+    # docs/studies/vllm-h200.md: Qwen2.5-Coder-1.5B on vLLM 0.24.0, stock vs n-gram speculation +
+    # prefix caching vs FP8, every divergence probed through vLLM.
+    ReferenceStudy(
+        "vllm-h200-seed",
+        "docs/studies/vllm-h200/seed.tar.xz",
+        (
+            "seed/runs/stock*/*.jsonl",
+            "seed/runs/ngram*/*.jsonl",
+            "seed/runs/fp8*/*.jsonl",
+            "seed/probes/*.jsonl",
+        ),
+        title="Qwen2.5-Coder-1.5B on vLLM 0.24.0 (H200): stock vs prefix caching + n-gram speculation vs FP8",
+        ordered=True,
+    ),
     # docs/studies/gpu-h200-load.md, second session: the speed sweep (CPU against backend sampling) and
     # GSM8K at 32 in flight against 1.
     ReferenceStudy(

@@ -29,7 +29,8 @@ class Request:
 
 
 # A behaviour answers a request with (status, body, delay_s) or (status, body, delay_s, headers).
-# "{authorization}" in a body is replaced by the request's Authorization header (an echo).
+# "{authorization}" in a body is replaced by the request's Authorization header (an echo),
+# "{headers}" by every header of the request, "{path}" by its path and query.
 Reply = tuple[int, str, float] | tuple[int, str, float, dict[str, str]]
 Behaviour = Callable[[Request], Reply]
 
@@ -168,6 +169,15 @@ class Campaign:
         return 200, chat_body(self.answer(request)), 0.0
 
 
+def _json(raw: bytes) -> dict[str, Any]:
+    # A server answers whatever it is sent, a body nested 50,000 deep included.
+    try:
+        data = json.loads(raw or b"{}")
+    except (ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 @contextmanager
 def stub_server(behaviour: Behaviour) -> Iterator[tuple[str, list[int]]]:
     """Yields (base_url, statuses sent) for a server that answers POSTs by ``behaviour``."""
@@ -201,12 +211,15 @@ def stub_server(behaviour: Behaviour) -> Iterator[tuple[str, list[int]]]:
                 return
             authorization = self.headers.get("Authorization", "")
             with lock:
-                request = Request(len(sent), json.loads(raw or b"{}"), authorization)
+                request = Request(len(sent), _json(raw), authorization)
                 status, body, delay, *more = behaviour(request)
                 sent.append(status)
             time.sleep(delay)
             with suppress(BrokenPipeError, ConnectionResetError):
-                self._reply(status, body.replace("{authorization}", authorization), *more)
+                echoed = "; ".join(f"{k}: {v}" for k, v in self.headers.items())
+                body = body.replace("{authorization}", authorization).replace("{headers}", echoed)
+                body = body.replace("{path}", self.path)
+                self._reply(status, body, *more)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True

@@ -13,19 +13,31 @@ import json
 import sys
 from pathlib import Path
 
-from servediff.argtypes import count, fraction, nonnegative_float, output_file, output_folder, positive_int
+from servediff.argtypes import (
+    MAX_IN_FLIGHT,
+    count,
+    fraction,
+    nonnegative_float,
+    output_file,
+    output_folder,
+    positive_int,
+    seed,
+)
 from servediff.audit.names import ENGINES, WORKLOADS
 from servediff.commands.grammar import Parser
 
 
 def levels(text: str) -> tuple[int, ...]:
-    """Concurrency levels as "8" or "4,8,16": each at least 2 (alone always runs)."""
+    """Concurrency levels as "8" or "4,8,16": each at least 2 (alone always runs), at most
+    ``MAX_IN_FLIGHT`` (past it the level is a typo, and its arrays exhaust memory)."""
     try:
         out = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a list of whole numbers: {text!r}") from None
-    if not out or any(x < 2 for x in out):
-        raise argparse.ArgumentTypeError(f"levels under load must be whole numbers ≥ 2, not {text!r}")
+    if not out or any(not 2 <= x <= MAX_IN_FLIGHT for x in out):
+        raise argparse.ArgumentTypeError(
+            f"levels under load must be whole numbers from 2 to {MAX_IN_FLIGHT:,}, not {text!r}"
+        )
     return tuple(sorted(set(out)))
 
 
@@ -73,11 +85,11 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--trials", type=positive_int, default=25, help="needle blocks per level (default 25)")
     p.add_argument("--repeats", type=positive_int, default=2, help="alone sends per prompt (default 2)")
     p.add_argument("--rounds", type=positive_int, default=5, help="timing rounds per level (default 5)")
-    p.add_argument("--seed", type=count, default=0, help="seed of the plan (needle slots, fillers)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the plan (needle slots, fillers)")
     p.add_argument("--max-tokens", type=positive_int, default=64, help="per request (default 64)")
     p.add_argument("--top-logprobs", type=count, default=5, help="logprobs per token (0: none; default 5)")
     p.add_argument("--temperature", type=nonnegative_float, default=0.0, help="0: greedy (default)")
-    p.add_argument("--sampling-seed", type=count, default=42, help="every request's seed (default 42)")
+    p.add_argument("--sampling-seed", type=seed, default=42, help="every request's seed (default 42)")
     p.add_argument("--max-prefix", type=positive_int, default=4097, help="cap on prefix lengths (chars)")
     p.add_argument("--confidence", type=fraction, default=0.95, help="of the upper bound (default 0.95)")
     p.add_argument("--timeout", type=positive_int, default=600, help="seconds per request (default 600)")

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servediff.argtypes import (
-    count,
     fraction,
     int_range,
     output_file,
     output_folder,
     positive_int,
     proportion,
+    seed,
 )
 from servediff.commands.grammar import Parser
 
@@ -67,7 +67,7 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
         "--pilot", type=positive_int, default=100, help="scored items that measure the discordance"
     )
     p.add_argument("--batch", type=positive_int, default=10, help="items per look (default 10)")
-    p.add_argument("--seed", type=count, default=0, help="seed of the item order")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the item order")
     p.add_argument("--max-tokens", type=positive_int, help="default: the suite's own, else 300")
     p.add_argument("--max-tokens-b", type=positive_int, help="B's own max tokens (a capped candidate)")
     p.add_argument(

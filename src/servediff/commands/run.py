@@ -18,15 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 from servediff.argtypes import (
     count,
+    in_flight,
     int_range,
     nonnegative_float,
     nucleus,
     output_file,
     positive_float,
     positive_int,
+    seed,
 )
 from servediff.commands.grammar import Parser, UsageError
 from servediff.engines.profiles import CLAIMS
+from servediff.engines.server_sampling import SENDS
 from servediff.option_rules import RUN_RULES
 from servediff.types import MAX_SAMPLES
 
@@ -80,7 +83,7 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
         "--data", type=Path, help="the benchmark's data file (gsm8k, mmlu) instead of its default source"
     )
     g.add_argument("--limit", type=positive_int, help="only this many items (a deterministic subset)")
-    g.add_argument("--subsample-seed", type=count, default=0, help="seed for --limit subsampling")
+    g.add_argument("--subsample-seed", type=seed, default=0, help="seed for --limit subsampling")
     g.add_argument(
         "--score",
         metavar="CORPUS",
@@ -97,7 +100,7 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
         "naming a letter needs raised, e.g. 256 for coder models; mmlu-letter 1)",
     )
     g.add_argument(
-        "--seed", type=count, default=42, help="the run's seed; a sampled run derives each draw's from it"
+        "--seed", type=seed, default=42, help="the run's seed; a sampled run derives each draw's from it"
     )
     g.add_argument(
         "--temperature", type=nonnegative_float, default=0.0, help="0 (default): greedy; > 0: sampled"
@@ -147,7 +150,7 @@ def _add_llama_knobs(p: argparse.ArgumentParser) -> None:
         ("n-batch", positive_int, "logical batch size"),
         ("n-ubatch", positive_int, "physical batch size"),
         ("prompt-lookup", count, "prompt-lookup speculative decoding with k draft tokens (0: off)"),
-        ("threads", count, "CPU threads (0: all cores)"),
+        ("threads", int_range(0, 4096), "CPU threads (0: all cores)"),
         ("kv-cache-type", str, "f16 or q8_0"),
     )
     for knob, kind, text in knob_types:
@@ -167,13 +170,22 @@ def _add_http(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model", help="model id to request (default: the first the server lists)")
     g.add_argument(
         "--concurrency",
-        type=positive_int,
+        type=in_flight,
         default=1,
         help="requests in flight (default 1: concurrent requests change batch composition "
         "and would pollute the control)",
     )
     g.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per request")
     g.add_argument("--stream", action="store_true", help="stream responses: time first token and token gaps")
+    g.add_argument(
+        "--send",
+        choices=SENDS,
+        default="all",
+        help="sampling fields each request names: all (default: every field servediff knows, so no "
+        "server default decides an answer) or minimal (temperature, seed and max_tokens only, as a "
+        "typical client sends: the server's own defaults decide the rest, e.g. llama-cpp-python's "
+        "repeat penalty 1.1; the record says which, and the server's defaults where it reports them)",
+    )
     g.add_argument("--retries", type=count, default=4, help="retries on connection errors, 429 and 5xx")
     g.add_argument(
         "--api-key-env",
@@ -228,6 +240,7 @@ def _engine_spec(args: argparse.Namespace) -> tuple[EngineSpec, int]:
             max_retries=args.retries,
             api_key_env=args.api_key_env,
             stream=args.stream,
+            send=args.send,
         )
         return EngineSpec(args.label or "http", http=options), args.concurrency
     if args.engine == "hf":

@@ -159,7 +159,7 @@ def comparison(p: PairResult, options: ReportOptions) -> Comparison:
         gap_median=statistics.median(gaps) if gaps else None,
         gap_max=gaps[-1] if gaps else None,
         drift=m.drift,
-        hazard=HazardView.of(m.hazard),
+        hazard=HazardView.of(m.hazard, max((t for t, _ in m.times), default=None)),
         no_token_data=m.no_token_data,
         times=m.times,
         precision=m.precision,

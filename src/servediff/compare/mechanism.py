@@ -84,9 +84,19 @@ class Explanation(msgspec.Struct, frozen=True, gc=False):
 
 # --- which numbers -----------------------------------------------------------------------------
 def recorded(item: Item, index: int) -> Distribution | None:
-    if item.logprobs is None or index >= len(item.logprobs) or len(item.logprobs[index][2]) < 2:
+    """The run's own top-k at ``index``: a token's, or, where the item ended there by choosing
+    its end token, that token's (``stop_logprobs``)."""
+    if item.logprobs is None:
         return None
-    return Distribution(tuple((str(t), float(v)) for t, v in item.logprobs[index][2]), RECORDED)
+    if index < len(item.logprobs):
+        top = item.logprobs[index][2]
+    elif index == len(item.logprobs) and item.stop_logprobs is not None:
+        top = item.stop_logprobs[2]
+    else:
+        return None
+    if len(top) < 2:
+        return None
+    return Distribution(tuple((str(t), float(v)) for t, v in top), RECORDED)
 
 
 def from_probe(entry: ProbeEntry | None) -> Distribution | None:

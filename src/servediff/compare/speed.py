@@ -14,7 +14,8 @@ and, from schema 3 on, when it finished (``finished_at``). From these:
 - latency percentiles p50/p90/p99 (linear interpolation, numpy's default), each with a
   percentile-bootstrap interval over items. With few items p99 is close to the maximum.
 - speedup of B against A = B's tokens/s ÷ A's, bootstrapped over the item ids both ran (paired:
-  a long prompt is long under both).
+  a long prompt is long under both). That interval covers item sampling only; where either side
+  ran more than once the report's speedup is ``compare.reruns``', over the runs.
 - an engine that batches (transformers) records each item's batch and the batch's wall time:
   its in-flight is Σ latency / Σ batch walls.
 - warm-up: the first ``warmup`` items sent in each run (by start time where recorded, else in

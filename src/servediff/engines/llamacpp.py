@@ -153,6 +153,7 @@ class LlamaCppEngine(Closing):
         ids: list[int] = []
         pieces: list[bytes] = []
         lps: list[TokenLogprob] | None = [] if params.logprobs else None
+        stop_lp: TokenLogprob | None = None
         finish = "length"
         gen = llm.generate(
             prompt,
@@ -167,6 +168,8 @@ class LlamaCppEngine(Closing):
         for token in gen:
             if self._llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
                 finish = "stop"
+                if lps is not None:  # the end token's top-k too: a divergence may be here
+                    stop_lp = self._logprob_at(len(prompt) - 1 + len(ids), token, b"", params)
                 break
             piece = llm.detokenize([token], prev_tokens=prompt + ids)
             if lps is not None:
@@ -188,6 +191,7 @@ class LlamaCppEngine(Closing):
             token_ids=ids,
             tokens=[p.decode("utf-8", errors="replace") for p in pieces],
             logprobs=lps,
+            stop_logprob=stop_lp,
             token_source="engine",
             # how much of the prompt came from the KV cache: the prefix-cache factor's evidence
             engine_meta={"prompt_tokens": len(prompt), "cached_prompt_tokens": cached},

@@ -32,7 +32,14 @@ from servediff.engines.channel import AiohttpChannel, Channel, run_async
 from servediff.engines.gguf_vocab import local_vocab
 from servediff.engines.http1 import Connection, Endpoint, TransportError
 from servediff.engines.response import json_object, next_token, parse_response, text_of
-from servediff.engines.server_sampling import sampling_body, sampling_defaults, server_profile
+from servediff.engines.server_sampling import (
+    ALWAYS_SENT,
+    Send,
+    sampling_body,
+    sampling_defaults,
+    sent_fields,
+    server_profile,
+)
 from servediff.engines.sse import parse_stream
 from servediff.engines.wire import ModelList, parse
 from servediff.redaction import redact_text
@@ -55,6 +62,8 @@ class HTTPOptions:
     retokenize: bool = True  # ask the server's tokenizer for token ids after the run
     # Ask for server-sent events, to time the first token and the gaps between tokens.
     stream: bool = False
+    # Which sampling fields each request names (``server_sampling.Send``): all, or a client's few.
+    send: Send = "all"
 
 
 class _RetryableError(Exception):
@@ -148,12 +157,25 @@ class HTTPEngine:
             "options": {"timeout_s": o.timeout_s, "max_retries": o.max_retries}
             | ({"stream": True} if o.stream else {}),
             "profile": self.profile,
-            "sampling_fields": sorted(sampling_body(self.profile, SamplingParams())),
+            "sampling_fields": sent_fields(self.profile, o.send),
             "server_defaults": self.server_defaults,
+            # "send" only when not all: records made before it keep their identity (and resume).
+            **(self._minimal() if o.send != "all" else {}),
             # only when the served file is on this machine (compare --checkpoints checks it)
             **({"vocab_sha256": self.vocab_sha256} if self.vocab_sha256 else {}),
             **self._annotations,
         }
+
+    def _minimal(self) -> dict[str, Any]:
+        """What the header says of a run that sent a client's few fields: which, and where the
+        rest came from (the server's reported defaults, or a server that reports none)."""
+        said: dict[str, Any] = {"send": self.options.send, "sent": list(ALWAYS_SENT)}
+        if self.server_defaults is None:
+            said["server_defaults_note"] = (
+                "not exposed by this server: the sampling fields not sent took defaults this "
+                "record cannot name"
+            )
+        return said
 
     # --- generation ----------------------------------------------------------------------
     def generate(self, samples: Sequence[Sample], params: SamplingParams, on_done: OnDone) -> None:
@@ -196,8 +218,10 @@ class HTTPEngine:
             "seed": params.seed_for(sample),
             "max_tokens": params.max_tokens,
         }
-        # Servers apply their own defaults otherwise, greedy or not (see sampling_body).
-        body.update(sampling_body(self.profile, params))
+        # Servers apply their own defaults otherwise, greedy or not (see sampling_body); a run
+        # that measures what a client gets leaves them to the server, as the client does.
+        if self.options.send == "all":
+            body.update(sampling_body(self.profile, params))
         if self.options.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}  # token counts where supported

@@ -315,6 +315,8 @@ def verify_claims(
         return {k: v for k, v in out.items() if k in claims or v["status"].startswith("engaged")}
     why = {
         "llamacpp": "llama.cpp exports no counter for it",
+        "llama-server": "llama-server's are read by experiments (its launch flags and /slots); "
+        "a plain run reads vLLM's counters only",
         "sglang": "servediff does not read SGLang's counters yet",
         "embedded": "set in-process; llama-cpp-python exposes no counter for it",
     }.get(profile, "this engine exposes no counter servediff understands")

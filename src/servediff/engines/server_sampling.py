@@ -11,9 +11,18 @@ reports them (llama-server's ``/props``), its own defaults.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from servediff.types import SamplingParams
+
+# What a run sends of the sampling: "all" (every field above, explicitly: no server default
+# decides an answer; right for measuring a configuration), or "minimal", what a typical client
+# sends (temperature, seed, max_tokens; the server's defaults decide the rest): right for
+# measuring what *those* clients get. On llama-cpp-python's server the two differ by its default
+# repeat penalty of 1.1: the same 20 prompts, greedy, agreed on 1 of 20 between them.
+Send = Literal["all", "minimal"]
+SENDS: tuple[Send, ...] = ("all", "minimal")
+ALWAYS_SENT = ("temperature", "seed", "max_tokens")
 
 # The sampling fields each server is sent on every request, as (servediff's name, the server's
 # name), so that no default of the server decides an answer: llama-cpp-python's server applies
@@ -58,6 +67,11 @@ def sampling_body(profile: str, params: SamplingParams) -> dict[str, Any]:
     if params.top_k and "top_k" not in body:
         body["top_k"] = params.top_k
     return body
+
+
+def sent_fields(profile: str, send: Send) -> list[str]:
+    """The sampling fields a run sends a ``profile`` server besides ``ALWAYS_SENT``."""
+    return sorted(sampling_body(profile, SamplingParams())) if send == "all" else []
 
 
 # What /props reports of llama-server's default sampling, where a request leaves a field out.

@@ -28,7 +28,7 @@ from servediff.compare.divergence import divergence_points
 from servediff.experiment.factors import header as factor_header
 from servediff.experiment.ledger import end_survivors
 from servediff.experiment.placement import placed
-from servediff.experiment.plan import BLOCK, Slot, interleaved, ordered, plan_slots
+from servediff.experiment.plan import BLOCK, Slot, alternated, interleaved, ordered, plan_slots
 from servediff.experiment.probing import ProbeSlot, pending, plan_probes
 from servediff.experiment.replica_check import check_due, check_replicas
 from servediff.experiment.reporting import write_report
@@ -245,6 +245,7 @@ def sequential(job: Job, outcome: Outcome) -> None:
     all be up at once (in-process engines), the runs speed is measured on, interleaved."""
     exp = job.exp
     interleave(job, outcome)
+    alternate(job, outcome)
     for config in ordered(exp):
         slots, probes = job.mine(config.label)
         run_configuration(exp, config, slots, probes, job.suites, outcome, job.progress)
@@ -253,32 +254,67 @@ def sequential(job: Job, outcome: Outcome) -> None:
         probe_again(job, config, outcome)
 
 
+def alternate(job: Job, outcome: Outcome) -> None:
+    """With ``speed_repeats`` of two or more and configurations that cannot all be up at once
+    (servers): the repeats of every suite in A B B A order (``plan.alternated``), each run on a
+    fresh start of its server, so that each configuration's repeats span the experiment and a
+    drift of the machine falls on all of them alike. The load each run saw is recorded as for
+    any run (the report's load check compares them). What is left (control repeats beyond the
+    speed repeats, sweeps, probes) follows configuration by configuration as before.
+
+    Not both servers up with their requests interleaved: servers that share a machine measure
+    each other (the 0.5B draft against stock on one H200: 0.55× alone, 0.77× with four servers
+    sharing the GPU, docs/studies/qwen-gpu.md), and two may not fit on one accelerator."""
+    exp = job.exp
+    configs = ordered(exp)
+    if exp.speed_repeats < 2 or len(configs) < 2 or all(c.kind == "embedded" for c in configs):
+        return
+    say(f"[{exp.title}] {len(configs)} configurations × {exp.speed_repeats} repeats, alternated (ABBA)")
+    for label, repeat in alternated([c.label for c in configs], exp.speed_repeats):
+        slots = [s for s in job.slots if s.label == label and s.repeat == repeat and not s.sweep]
+        todo = [s for s in slots if not is_complete(s, job.suites[s.suite.name])]
+        if not todo:
+            continue
+        with session(exp, exp.config(label)) as live:
+            for slot in todo:
+                run_slot(exp, live, slot, job.suites[slot.suite.name], outcome, job.progress)
+
+
 def interleave(job: Job, outcome: Outcome) -> None:
-    """Every configuration's first run of each suite, in ABBA blocks (``plan.interleaved``), when
-    the configurations can all be up at once: in-process engines only, as servers may not fit
-    beside each other. Their control repeats, sweeps and probes follow configuration by
-    configuration as before; the interleaved runs are then complete and skipped."""
+    """Every configuration's runs of each suite (the first, and every speed repeat), in ABBA
+    blocks (``plan.interleaved``), when the configurations can all be up at once: in-process
+    engines only, as servers may not fit beside each other. Repeats alternate the order too
+    (A B … on odd repeats, … B A on even ones). Their control repeats, sweeps and probes follow
+    configuration by configuration as before; the interleaved runs are then complete and skipped."""
     configs = ordered(job.exp)
     if len(configs) < 2 or any(c.kind != "embedded" for c in configs):
         return
     for spec in job.exp.suites:
-        suite = job.suites[spec.name]
-        slots = [s for s in job.slots if s.suite is spec and s.repeat == 1 and not s.sweep]
-        if len(slots) < 2 or all(is_complete(s, suite) for s in slots):
-            continue
-        with ExitStack() as stack:
-            lives = {s.label: stack.enter_context(session(job.exp, s.config)) for s in slots}
-            engines = {s.label: lives[s.label].engine(s) for s in slots}
-            for engine in engines.values():
-                stack.callback(engine.close)
-            plans = {s.label: slot_plan(job.exp, s, suite) for s in slots}
-            ids = [x.id for x in expand(suite, plans[slots[0].label].sampling).samples]
-            say(f"[{spec.name}] {len(slots)} configurations interleaved in blocks of {BLOCK} (ABBA)")
-            results: dict[str, list[RunResult]] = {s.label: [] for s in slots}
-            for label, block in interleaved([s.label for s in slots], ids):
-                results[label].append(execute(plans[label], engines[label], job.progress, frozenset(block)))
-            for s in slots:
-                finish_slot(lives[s.label], s, merged(results[s.label]), outcome)
+        for repeat in range(1, job.exp.speed_repeats + 1):
+            _interleave_suite(job, spec, repeat, outcome)
+
+
+def _interleave_suite(job: Job, spec: SuiteSpec, repeat: int, outcome: Outcome) -> None:
+    """One suite's runs of one repeat, interleaved in ABBA blocks."""
+    suite = job.suites[spec.name]
+    slots = [s for s in job.slots if s.suite is spec and s.repeat == repeat and not s.sweep]
+    if repeat % 2 == 0:
+        slots.reverse()
+    if len(slots) < 2 or all(is_complete(s, suite) for s in slots):
+        return
+    with ExitStack() as stack:
+        lives = {s.label: stack.enter_context(session(job.exp, s.config)) for s in slots}
+        engines = {s.label: lives[s.label].engine(s) for s in slots}
+        for engine in engines.values():
+            stack.callback(engine.close)
+        plans = {s.label: slot_plan(job.exp, s, suite) for s in slots}
+        ids = [x.id for x in expand(suite, plans[slots[0].label].sampling).samples]
+        say(f"[{spec.name}] {len(slots)} configurations interleaved in blocks of {BLOCK} (ABBA)")
+        results: dict[str, list[RunResult]] = {s.label: [] for s in slots}
+        for label, block in interleaved([s.label for s in slots], ids):
+            results[label].append(execute(plans[label], engines[label], job.progress, frozenset(block)))
+        for s in slots:
+            finish_slot(lives[s.label], s, merged(results[s.label]), outcome)
 
 
 def merged(parts: list[RunResult]) -> RunResult:

@@ -18,6 +18,7 @@ from typing import Any
 from servediff.engines.hf_knobs import HFKnobs
 from servediff.engines.knobs import CONFIGS, LlamaKnobs, knobs_from_mapping
 from servediff.engines.profiles import CLAIMS, PROFILES, guess_profile
+from servediff.engines.server_sampling import Send
 from servediff.experiment.cluster_spec import Resources, base_urls, resources
 from servediff.experiment.cluster_spec import replicas as replicas_of
 from servediff.experiment.source import Source, typed
@@ -66,6 +67,7 @@ class ConfigSpec:
     replicas: int = 1  # launched copies of ``launch``, or the number of ``base_urls``
     replica_check: int = 4  # items every replica answers, for the A/A across replicas
     resources: Resources = field(default_factory=Resources)
+    send: Send = "all"  # a server's requests: every sampling field, or a client's few (run --send)
 
     @property
     def kind(self) -> str:
@@ -128,6 +130,12 @@ def configuration(
     profile = table.profile or default
     if profile not in PROFILES and profile != "embedded":
         raise src.error(f"unknown profile {profile!r}; known: {sorted(PROFILES)}", line("profile"))
+    if embedded and table.send != "all":
+        raise src.error(
+            f"configuration {label!r}: send = {table.send!r} is for servers (a request's fields); an "
+            "embedded engine has no defaults of its own to fall back on",
+            line("send"),
+        )
     claims = table.claims if table.claims is not None else _implied_claims(profile, launch, knobs or hf)
     bad = [c for c in claims if c not in CLAIMS]
     if bad:
@@ -148,6 +156,7 @@ def configuration(
         replicas=replicas_of(src, table, line, urls),
         replica_check=table.replica_check,
         resources=resources(table),
+        send=table.send,
     )
 
 

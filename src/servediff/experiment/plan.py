@@ -43,7 +43,8 @@ def plan_slots(exp: Experiment) -> list[Slot]:
     slots: list[Slot] = []
     for config in ordered(exp):
         folder = exp.output / "runs" / f"{file_stem(config.label)}.{config.digest}"
-        repeats = 1 + (exp.control_repeats if config.label == exp.control else 0)
+        # The control's extra runs double as speed repeats and the other way round.
+        repeats = max(exp.speed_repeats, 1 + (exp.control_repeats if config.label == exp.control else 0))
         for suite in exp.suites:
             stem = f"{file_stem(suite.name)}.{suite_digest(suite)}"
             for r in range(1, repeats + 1):
@@ -85,6 +86,17 @@ def ordered(exp: Experiment) -> list[ConfigSpec]:
 
 
 BLOCK = 4  # items per block of an interleaved run: short enough to follow a drift in load
+
+
+def alternated(labels: Sequence[str], repeats: int) -> list[tuple[str, int]]:
+    """The order of the configurations' repeats when they run one after the other (servers that
+    may not fit beside each other): A B, B A, A B, … (ABBA), one (label, repeat) per run. A
+    machine that speeds up or slows down through the experiment then weighs on every
+    configuration alike, and each configuration's repeats span the experiment."""
+    order = []
+    for r in range(1, repeats + 1):
+        order += [(label, r) for label in (labels if r % 2 else list(reversed(labels)))]
+    return order
 
 
 def interleaved(

@@ -86,7 +86,9 @@ class Session:
         http = None
         url = base_url or self.base_url
         if url is not None:
-            http = HTTPOptions(base_url=url, model=self.exp.model, concurrency=slot.concurrency)
+            http = HTTPOptions(
+                base_url=url, model=self.exp.model, concurrency=slot.concurrency, send=self.config.send
+            )
         version = self.server.version if self.server else None
         weights = self.config.model_path or self.exp.model_path  # a declared checkpoint's own file
         return engine_spec(self.config, slot.label, weights, http, version)

@@ -91,6 +91,9 @@ class Experiment:
     sampling: SamplingParams
     sweep: SweepSpec | None = None
     probes: ProbeSpec = ProbeSpec()
+    # Runs of every configuration's suites for the speed comparison, alternated between the
+    # configurations (A B B A): with two or more, the speedup's interval covers reruns.
+    speed_repeats: int = 1
     design: Design | None = None  # factors and the combinations of them that run
     pairs: Pairs = "all"  # "control": compare each configuration with the control only
     notes: tuple[str, ...] = ()  # said before anything runs, e.g. combinations the engine cannot run
@@ -173,6 +176,7 @@ def parse_experiment(
         sampling=sampling,
         sweep=_sweep(src, file.sweep, control, {c.label: c.kind for c in configs}, suites),
         probes=_probes(src, file.probes, base),
+        speed_repeats=file.speed_repeats,
         design=design,
         pairs=file.pairs,
         notes=notes,

@@ -88,6 +88,8 @@ class ConfigurationTable(Table):
     resources: dict[str, Annotated[float, Field(ge=0)]] = {}
     replicas: Count | None = None
     replica_check: Count = 4
+    # The sampling fields each request names (``run --send``): all, or a typical client's few.
+    send: Literal["all", "minimal"] = "all"
 
 
 class SweepTable(Table):
@@ -118,6 +120,7 @@ class ExperimentFile(Table):
     concurrency: Count = 1
     control: str | None = None
     control_repeats: Seed = 1
+    speed_repeats: Count = 1
     sampling: SamplingTable = SamplingTable()
     suites: dict[str, SuiteTable] = {"prompts": SuiteTable()}
     configurations: list[ConfigurationTable]

@@ -4,14 +4,23 @@
 
 The cache folder is ``$SERVEDIFF_CACHE``, else ``$XDG_CACHE_HOME/servediff``, else
 ``~/.cache/servediff``. A verified file has a ``.verified`` marker beside it holding its size,
-modification time and SHA-256: hashing a gigabyte takes seconds, so later loads compare the
-marker with the file's stat and the registry's hash instead. Any change (a byte rewritten in
-place moves the mtime) sends the file back through the full hash; a mismatch is refused and the
-file removed, so nothing can load it.
+modification and change times, inode and SHA-256, sealed with a key of this user's: hashing a
+gigabyte takes seconds, so later loads compare the marker with the file's stat and the
+registry's hash instead. Any change to the file (a byte rewritten in place, a file put in its
+place, its mtime set back: the kernel moves the change time, which no user can set) sends it
+back through the full hash; a mismatch is refused and the file removed, so nothing can load it.
+
+What the marker trusts: the seal's key (``marker.key`` in ``$XDG_CONFIG_HOME/servediff``, else
+``~/.config/servediff``, readable by this user only). A marker written by anyone without it —
+someone who can write a shared cache but not this user's files — does not vouch for anything,
+so a forged marker beside a file of zeros makes the file hashed, refused and removed. Whoever
+can read the key (this user, root) can forge a marker; against them only the full hash stands.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import importlib.util
 import json
 import os
@@ -42,16 +51,61 @@ def _marker(path: Path) -> Path:
 
 def _stamp(path: Path, sha256: str) -> dict[str, object]:
     st = path.stat()
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256}
+    stamp: dict[str, object] = {
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "ctime_ns": st.st_ctime_ns,  # set by the kernel on any change: no utime() brings it back
+        "ino": st.st_ino,
+        "sha256": sha256,
+    }
+    key = _key()
+    if key is not None:
+        stamp["seal"] = hmac.new(key, json.dumps(stamp, sort_keys=True).encode(), hashlib.sha256).hexdigest()
+    return stamp
+
+
+def _key_file() -> Path:
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".config") / "servediff" / "marker.key"
+
+
+def _key() -> bytes | None:
+    """This user's key for sealing markers, made on first use (readable by this user only);
+    None where it can be neither read nor made: then no marker vouches, every load hashes."""
+    path = _key_file()
+    try:
+        return bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        pass
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(os.urandom(32).hex() + "\n")
+        return bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError):  # another process made it first: read theirs
+        try:
+            return bytes.fromhex(path.read_text(encoding="ascii").strip())
+        except (OSError, ValueError):
+            return None
+
+
+def _vouches(path: Path, sha256: str) -> bool:
+    """The marker beside ``path`` vouches for this very file and ``sha256``: sealed with this
+    user's key, over the file's stat as it is now."""
+    try:
+        marked = json.loads(_marker(path).read_text(encoding="utf-8"))
+        stamp = _stamp(path, sha256)
+    except (OSError, ValueError):
+        return False
+    if not isinstance(marked, dict) or "seal" not in stamp:
+        return False
+    return hmac.compare_digest(json.dumps(marked, sort_keys=True), json.dumps(stamp, sort_keys=True))
 
 
 def is_verified(model: ModelEntry, path: Path) -> bool:
-    """The marker vouches for this very file (same size and mtime) and the registry's hash."""
-    try:
-        marked = json.loads(_marker(path).read_text(encoding="utf-8"))
-        return bool(marked == _stamp(path, model.sha256))
-    except (OSError, ValueError):
-        return False
+    """The marker vouches for this very file (same stat, sealed by this user) and the registry's hash."""
+    return _vouches(path, model.sha256)
 
 
 def verify(model: ModelEntry, path: Path) -> str:
@@ -110,10 +164,10 @@ def known_sha256(path: Path) -> str:
     fetched model is then not hashed again at every engine start), else by reading it."""
     try:
         marked = json.loads(_marker(path).read_text(encoding="utf-8"))
-        if isinstance(marked, dict) and marked == _stamp(path, str(marked.get("sha256"))):
-            return str(marked["sha256"])
     except (OSError, ValueError):
-        pass
+        marked = None
+    if isinstance(marked, dict) and _vouches(path, str(marked.get("sha256"))):
+        return str(marked["sha256"])
     return file_sha256(path)
 
 

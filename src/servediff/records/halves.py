@@ -25,6 +25,7 @@ import gc
 import mmap
 import os
 import sys
+import time
 from array import array
 from collections.abc import Iterator
 from itertools import compress
@@ -36,6 +37,7 @@ import msgspec
 
 from servediff.records.blocks import LineBlocks, decode_block
 from servediff.records.lean import Block, LeanItems, block_of, put_times
+from servediff.records.options import ReadOptions
 from servediff.records.placed import Placed
 from servediff.records.reader import Run, open_run, share_tokens, with_items_as_suite
 from servediff.records.schema import SCHEMA, Header, Item, RecordError, lean_item, lean_line, whole_item
@@ -78,26 +80,34 @@ class Begun:
         sizes: tuple[int, int],
         split: tuple[int, int],
         child: _Child,
-        block_bytes: int,
+        options: ReadOptions,
     ) -> None:
         self.runs, self.files, self.sizes, self.split, self.child = runs, files, sizes, split, child
-        self.block_bytes = block_bytes
+        self.options = options
 
     def finish(self) -> tuple[Run, Run] | None:
         """The two runs, or None where the fast path does not take them (the caller reads them
         the ordinary way). Closes what ``begin`` opened, either way."""
         try:
             (fa, fb), (ra, rb), split = self.files, self.runs, self.split
+            began = time.monotonic()
+            spans = ((ra.end, split[0]), (rb.end, split[1]))
             try:
-                own = read_half((fa, fb), ((ra.end, split[0]), (rb.end, split[1])), self.block_bytes)
+                own = read_half((fa, fb), spans, self.options.block_bytes)
             except Irregular:
                 return None
-            theirs = self.child.half()
+            theirs = self.child.half(self._patience(time.monotonic() - began))
         finally:
             self.close()
         if theirs is None:
             return None
         return _assemble(self.runs, own, theirs, self.sizes)
+
+    def _patience(self, own_s: float) -> float:
+        """How long to wait for the child once this process has read its half in ``own_s``: the
+        two halves are the same work, so several times that, and never less than
+        ``options.patience_s`` (the child may have shared the core, or started late)."""
+        return max(self.options.patience_s, 10 * own_s)
 
     def close(self) -> None:
         """End the child if it is still running; close the records."""
@@ -106,12 +116,10 @@ class Begun:
             f.close()
 
 
-def begin(
-    paths: tuple[Path, Path], headers: tuple[Header, Header], share: float, block_bytes: int
-) -> Begun | None:
+def begin(paths: tuple[Path, Path], headers: tuple[Header, Header], options: ReadOptions) -> Begun | None:
     """A shadow segment's two records' read in halves (their headers read already), the child
-    started; None where the fast path does not take them. ``share``: the part of the items read
-    here. The child starts reading while this process imports the analysis (``plan.Reading``),
+    started; None where the fast path does not take them. ``options.halves_share``: the part of
+    the items read here. The child starts reading while this process imports the analysis (``plan.Reading``),
     and this one then takes the child's half in: at a million items a side, half each finished
     within 0.1-0.2 s of one another."""
     path_a, path_b = paths
@@ -130,16 +138,16 @@ def begin(
     try:
         runs = open_run(path_a, fa, headers[0]), open_run(path_b, fb, headers[1])
         if not (runs[0].unterminated or runs[1].unterminated):
-            split = _split((fa, fb), (runs[0].end, runs[1].end), sizes, share)
+            split = _split((fa, fb), (runs[0].end, runs[1].end), sizes, options.halves_share)
         if split is not None:
-            child = _Child.start(paths, split, sizes, block_bytes)
+            child = _Child.start(paths, split, sizes, options.block_bytes)
     except RecordError:
         pass
     if split is None or child is None:
         fa.close()
         fb.close()
         return None
-    return Begun(runs, files, sizes, split, child, block_bytes)
+    return Begun(runs, files, sizes, split, child, options)
 
 
 def _assemble(
@@ -384,9 +392,11 @@ class _Child(Child):
         spans = (split[0], sizes[0], split[1], sizes[1], block_bytes)
         return cls.spawn("servediff.records.halves", [*map(str, paths), *map(str, spans)])
 
-    def half(self) -> Half | None:
-        """The child's half, once it has exited cleanly having written all of it; else None."""
-        half = next(self.messages(_DECODER.decode) or iter(()), None)
+    def half(self, timeout_s: float | None = None) -> Half | None:
+        """The child's half, once it has exited cleanly having written all of it; else None,
+        also where it has not exited within ``timeout_s`` (a stopped child would hold compare
+        forever: the caller reads the pair the ordinary way, and ``close`` ends the child)."""
+        half = next(self.messages(_DECODER.decode, timeout_s) or iter(()), None)
         if half is None:
             return None
         for side in (half.a, half.b):  # MessagePack gave each kept item as a map

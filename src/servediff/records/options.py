@@ -29,6 +29,9 @@ class ReadOptions:
     halves_bytes: int | None = 64 << 20
     # The share of a record's items that this process reads in halves; the child reads the rest.
     halves_share: float = 0.5
+    # The least time this process waits for a child once its own part is read (a stopped child
+    # would hold compare forever; past it the records are read here, as without the child).
+    patience_s: float = 60.0
     # What an item line holds (``schema.Schema``): the record's, or one with a field more (a
     # test). The children read the record's only: another is read here.
     schema: Schema = SCHEMA

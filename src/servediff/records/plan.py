@@ -80,9 +80,7 @@ class Reading:
             for i, j in _halves(self.sniffed, options):
                 a, b = self.sniffed[i], self.sniffed[j]
                 assert a.header is not None and b.header is not None  # _halves takes only these
-                pair = begin(
-                    (a.path, b.path), (a.header, b.header), options.halves_share, options.block_bytes
-                )
+                pair = begin((a.path, b.path), (a.header, b.header), options)
                 if pair is not None:
                     self.begun[(i, j)] = pair
         except BaseException:

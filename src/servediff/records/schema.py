@@ -150,6 +150,8 @@ class Item(
     token_source: str | None = None
     # per token: [token, logprob, [[alt, logprob], ...]]
     logprobs: list[tuple[str, float, list[tuple[str, float]]]] | None = None
+    # the same for the end token, where the text ended by choosing one (position len(logprobs))
+    stop_logprobs: tuple[str, float, list[tuple[str, float]]] | None = None
     answer: str | None = None
     gold: str | None = None
     correct: bool | None = None
@@ -231,6 +233,7 @@ ITEM_FIELDS: dict[str, ItemField] = {
     "tokens": ItemField("kept"),
     "token_source": ItemField("skipped"),
     "logprobs": ItemField("kept"),
+    "stop_logprobs": ItemField("kept"),
     "answer": ItemField("kept", export=True),
     "gold": ItemField("kept", export=True),
     "correct": ItemField("kept", export=True),

@@ -55,10 +55,16 @@ class Child:
     def pid(self) -> int:
         return self._proc.pid
 
-    def messages(self, decode: Callable[[memoryview], T]) -> Iterator[T] | None:
+    def messages(
+        self, decode: Callable[[memoryview], T], timeout_s: float | None = None
+    ) -> Iterator[T] | None:
         """The child's frames, each decoded where the child wrote it (a copy would be as many pages
-        again to touch), once it has exited cleanly and written its end; None otherwise."""
-        if self._proc.wait() != 0:
+        again to touch), once it has exited cleanly and written its end; None otherwise, also
+        where it has not exited within ``timeout_s`` (``close`` then ends it)."""
+        try:
+            if self._proc.wait(timeout_s) != 0:
+                return None
+        except subprocess.TimeoutExpired:
             return None
         mm = mmap.mmap(self._out, 0, access=mmap.ACCESS_READ) if os.fstat(self._out).st_size else None
         if mm is None or len(mm) < _LENGTH + len(END) or mm[-len(END) :] != END:

@@ -123,6 +123,7 @@ def make_item(c: Completion, input_: Any, score: Score | None, metadata: dict[st
         tokens=c.tokens,
         token_source=c.token_source,
         logprobs=None if c.logprobs is None else [(t.token, t.logprob, list(t.top)) for t in c.logprobs],
+        stop_logprobs=None if (s := c.stop_logprob) is None else (s.token, s.logprob, list(s.top)),
         answer=None if score is None else score.answer,
         gold=None if score is None else score.gold,
         correct=None if score is None else score.correct,

@@ -220,8 +220,31 @@ def suite_method(study: Study, suite: str) -> SuiteMethod:
     )
 
 
+def sent_note(label: str, engine: dict[str, Any]) -> str | None:
+    """What a run that sent a client's few sampling fields (``run --send minimal``) left to the
+    server; None for a run that sent every field it knows (the default)."""
+    if engine.get("send") in (None, "all"):
+        return None
+    sent = ", ".join(str(f) for f in engine.get("sent") or ())
+    defaults = engine.get("server_defaults")
+    applied = (
+        f"the server's reported defaults: {json.dumps(defaults, sort_keys=True)}"
+        if isinstance(defaults, dict)
+        else "the server does not report its defaults, so this report cannot name them"
+    )
+    return (
+        f"{label} sent only {sent} of the sampling (--send {engine.get('send')}), as a client that "
+        f"relies on the server's defaults does; every other field was the server's default ({applied})."
+    )
+
+
 def method_notes(study: Study) -> tuple[str, ...]:
-    out = []
+    out: list[str] = []
+    for label in dict.fromkeys(c.label for c in study.configurations):
+        engine = next(c for c in study.configurations if c.label == label).runs[0].header.engine
+        note = sent_note(label, engine)
+        if note is not None:
+            out.append(note)
     for c in study.configurations:
         model = str(c.runs[0].header.engine.get("model") or "")
         # A scoring run sends raw text on purpose: it is scored, not answered.

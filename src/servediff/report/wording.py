@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from servediff.compare.comparison import Comparison
 from servediff.compare.machine_load import Load
+from servediff.compare.reruns import Speedup
 from servediff.compare.sampled import Sampled, SampledPair
 from servediff.compare.sampled_divergence import FirstDivergences
 from servediff.compare.stats.sample_size import Sizing, VarianceParts
@@ -62,6 +63,16 @@ def verification_note() -> str:
 
 
 # --- speed ------------------------------------------------------------------------------------
+ONE_RUN_EACH = "one run each: the interval covers item sampling only; repeat to compare"
+
+
+def speedup_interval(s: Speedup) -> str:
+    """A speedup's interval and what it covers: "[0.9×, 1.3×] over 2 and 2 runs" (run-to-run
+    variance included), or the item bootstrap's alone (``ONE_RUN_EACH`` says what it covers)."""
+    shown = f"[{fmt.speedup(s.low)}, {fmt.speedup(s.high)}]"
+    return shown if s.basis == "items" else f"{shown} over {s.runs[0]} and {s.runs[1]} runs"
+
+
 def load_note(load: Load, a: str, b: str) -> str:
     """Why a measured speedup gets no interval: the machine, not the configuration, may explain it."""
     why = (

@@ -11,7 +11,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from servediff.argtypes import count, host_port, output_folder, positive_float, positive_int, proportion
+from servediff.argtypes import (
+    count,
+    host_port,
+    in_flight,
+    output_folder,
+    positive_float,
+    positive_int,
+    proportion,
+    seed,
+)
 from servediff.commands.grammar import Parser, UsageError
 
 NAME = "shadow"
@@ -26,7 +35,9 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
         "each completion request is then replayed on the candidate from a bounded queue (full: the "
         "copy is dropped and counted) and both answers are recorded as a run pair for `servediff "
         "compare`. Give the two servers' URLs, or an experiment file that launches both. Runs until "
-        "interrupted (Ctrl-C or SIGTERM), then writes OUT/shadow.json.",
+        "interrupted (Ctrl-C or SIGTERM), then writes OUT/shadow.json within about 10 s (copies the "
+        "candidate has not answered by then are cancelled and counted unfinished); every request "
+        "ends in one count: requests = mirrored + dropped + unparsed + sampled_out + failed.",
     )
     p.add_argument("--primary", help="the serving configuration in production (URL)")
     p.add_argument("--candidate", help="the configuration to evaluate (URL)")
@@ -60,7 +71,7 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
         default=1.0,
         help="share of requests mirrored, drawn per request (default 1; 0 relays only)",
     )
-    p.add_argument("--seed", type=count, default=0, help="seed of the --sample draw")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the --sample draw")
     p.add_argument(
         "--redact-field",
         action="append",
@@ -71,7 +82,7 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
     )
     p.add_argument("--rotate-mb", type=positive_float, help="start a new record pair past this size")
     p.add_argument("--queue", type=positive_int, default=1024, help="shadow copies waiting at most")
-    p.add_argument("--workers", type=positive_int, default=4, help="candidate requests in flight")
+    p.add_argument("--workers", type=in_flight, default=4, help="candidate requests in flight")
     p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per request")
 
 

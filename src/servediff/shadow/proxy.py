@@ -11,6 +11,7 @@ primary only; none is recorded. ``GET /servediff/shadow`` returns the counts so 
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from dataclasses import dataclass
 
@@ -74,6 +75,17 @@ class Proxy:
         return web.json_response(self.mirror.counts.snapshot().as_dict())
 
     async def _relay(self, request: web.Request) -> web.StreamResponse:
+        mirrored = request.method == "POST" and request.path in MIRRORED_PATHS
+        if not mirrored:
+            return await self._forward(request, mirrored)
+        self.mirror.received()  # from here it ends in exactly one count (mirror.Counts)
+        try:
+            return await self._forward(request, mirrored)
+        except web.HTTPException:  # the proxy's own answer (413 past the body limit): not relayed
+            self.mirror.relay_failed()
+            raise
+
+    async def _forward(self, request: web.Request, mirrored: bool) -> web.StreamResponse:
         assert self.session is not None
         body = await request.read()
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP}
@@ -83,6 +95,8 @@ class Proxy:
             upstream = await self.session.request(request.method, url, data=body, headers=headers)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             # The primary itself failed: the client sees a gateway error, as from any proxy.
+            if mirrored:
+                self.mirror.relay_failed()
             return web.Response(status=502, text=f"primary unreachable: {type(exc).__name__}")
         async with upstream:
             out = web.StreamResponse(status=upstream.status, reason=upstream.reason)
@@ -91,24 +105,42 @@ class Proxy:
                     out.headers.add(k, v)
             if upstream.content_length is not None:  # else chunked, as the primary sent it
                 out.content_length = upstream.content_length
-            await out.prepare(request)
             chunks: list[bytes] = []
             arrivals: Arrivals = []
-            size = 0
-            async for chunk in upstream.content.iter_any():
-                await out.write(chunk)
-                chunks.append(chunk)
-                size += len(chunk)
-                arrivals.append((size, time.perf_counter()))
-            await out.write_eof()
-        if request.method == "POST" and request.path in MIRRORED_PATHS:
+            try:
+                await out.prepare(request)
+                size = 0
+                async for chunk in upstream.content.iter_any():
+                    await out.write(chunk)
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    arrivals.append((size, time.perf_counter()))
+                await out.write_eof()
+            except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as exc:
+                return self._cut(request, out, mirrored, exc)
+        if mirrored:
             latency = time.perf_counter() - sent
-            self._hand_over(request.path, body, upstream.status, b"".join(chunks), arrivals, sent, latency)
+            self._hand_over(request, body, upstream.status, b"".join(chunks), arrivals, sent, latency)
+        return out
+
+    def _cut(
+        self, request: web.Request, out: web.StreamResponse, mirrored: bool, exc: BaseException
+    ) -> web.StreamResponse:
+        """The client left, or the primary's body ended early: the client's connection is closed
+        where the answer broke (it must see a cut, never an ending the primary did not send), the
+        request counted ``relay_failed``, and nothing mirrored: there is no whole answer to
+        compare. One line in the log, no traceback."""
+        if mirrored:
+            self.mirror.relay_failed()
+        gone = request.transport is None or request.transport.is_closing()
+        side = "the client left" if gone else "the primary's body ended early"
+        print(f"shadow: {request.path}: {side} ({type(exc).__name__}); not mirrored", file=sys.stderr)
+        request.protocol.force_close()
         return out
 
     def _hand_over(
         self,
-        path: str,
+        request: web.Request,
         body: bytes,
         status: int,
         answer: bytes,
@@ -118,4 +150,18 @@ class Proxy:
     ) -> None:
         # Only a draw and a put here: parsing, hashing and redaction wait for a worker.
         if self.mirror.wanted():
-            self.mirror.offer(Answered(path, body, status, answer, arrivals, sent, latency, time.time()))
+            headers = tuple(request.headers.items())
+            self.mirror.offer(
+                Answered(
+                    request.path,
+                    body,
+                    status,
+                    answer,
+                    arrivals,
+                    sent,
+                    latency,
+                    time.time(),
+                    headers,
+                    request.query_string,
+                )
+            )

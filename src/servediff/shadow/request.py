@@ -53,8 +53,12 @@ class Mirrored:
 
 
 def parse(path: str, body: bytes, rules: Sequence[str], top_logprobs: int) -> Mirrored:
-    """Raises ValueError for a body that is not a JSON object (the primary still answers it)."""
-    data = json.loads(body)
+    """Raises ValueError for a body that is not a JSON object (the primary still answers it),
+    nested deeper than Python's parser follows included."""
+    try:
+        data = json.loads(body)
+    except RecursionError:  # [[[[… 50,000 deep: the primary answered it; it is not mirrored
+        raise ValueError("the request body is nested too deep to read") from None
     if not isinstance(data, dict):
         raise ValueError("the request body is not a JSON object")
     digest = hashlib.sha256(path.encode() + b"\0" + body).hexdigest()

@@ -22,7 +22,12 @@ from servediff.shadow.mirror import Counts, Mirror, MirrorConfig
 from servediff.shadow.proxy import Proxy, ProxyConfig
 from servediff.shadow.recorder import Recorder, Side
 
-DRAIN_S = 60.0  # at the end, how long the queued copies may take to replay
+# At the end, how long requests in flight may take to finish (then they are cancelled), and the
+# queued copies to replay (then the rest is cancelled and counted unfinished): with the replay
+# process's grace, the session is over within ~10 s of SIGTERM whatever the candidate does,
+# inside common stop grace periods (Kubernetes: 30 s).
+SHUTDOWN_S = 2.0
+DRAIN_S = 4.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +91,8 @@ async def serve(config: ShadowConfig, ready: asyncio.Event | None = None) -> Cou
     config.out.mkdir(parents=True, exist_ok=True)
     check_out(config.out)  # here, before anything listens: the replay process would only fail alone
     mirror = Mirror(Recorder(config.out, engines, uuid.uuid4().hex, rotate), config.mirror)
-    runner = web.AppRunner(Proxy(ProxyConfig(config.primary), mirror).app(), access_log=None)
+    app = Proxy(ProxyConfig(config.primary), mirror).app()
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_S)
     await runner.setup()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

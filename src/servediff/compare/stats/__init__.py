@@ -123,7 +123,12 @@ def mcnemar_exact(b: int, c: int) -> float:
 def paired_ci(t: PairedCounts, confidence: float = 0.95) -> Interval:
     """Newcombe's (1998) method 10 interval for Δ = accuracy(B) − accuracy(A) on paired items.
 
-    It combines the Wilson intervals of the two accuracies, corrected for their correlation φ.
+    It combines the Wilson intervals of the two accuracies, corrected for their correlation φ,
+    exactly as published (Newcombe 1998, Stat Med 17:2635–2650, method 10; also Altman et al.,
+    *Statistics with Confidence*, 2nd ed., ch. 6): φ = C / √(efgh) over the table's four
+    margins, where C = AD − BC less N/2 when AD − BC > N/2, 0 when 0 ≤ AD − BC ≤ N/2, and AD − BC
+    itself when negative (AD: both right × both wrong, BC: b × c). Subtracting N/2 shrinks a
+    positive correlation a little, so the interval is a little wider than with the plain φ.
     Unlike the Wald interval it stays inside [−1, 1]. When no item changed correctness (b = c = 0)
     φ is 1 and the interval shrinks towards a point (5 of 10 right under both: exactly [0, 0]),
     which would call 10 identical items non-inferior at any margin. There the exact bound is
@@ -140,10 +145,17 @@ def paired_ci(t: PairedCounts, confidence: float = 0.95) -> Interval:
     pa, pb = (t.both + t.b) / n, (t.both + t.c) / n
     wa, wb = wilson(t.both + t.b, n, confidence), wilson(t.both + t.c, n, confidence)
     margins = (t.both + t.b) * (t.c + t.neither) * (t.both + t.c) * (t.b + t.neither)
-    phi = (t.both * t.neither - t.b * t.c) / math.sqrt(margins) if margins else 0.0
+    phi = _phi_corrected(t.both * t.neither - t.b * t.c, n) / math.sqrt(margins) if margins else 0.0
     down = _combine(pb - wb.low, wa.high - pa, phi)
     up = _combine(wb.high - pb, pa - wa.low, phi)
     return Interval(max(-1.0, t.delta - down), min(1.0, t.delta + up))
+
+
+def _phi_corrected(cross: int, n: int) -> float:
+    """Newcombe's numerator of φ: AD − BC, less N/2 when positive (never below 0)."""
+    if cross > n / 2:
+        return cross - n / 2
+    return 0.0 if cross >= 0 else float(cross)
 
 
 def _combine(x: float, y: float, phi: float) -> float:

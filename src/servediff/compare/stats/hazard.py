@@ -8,7 +8,10 @@ all of its tokens (censored). Under a constant per-token rate λ the number of e
 exposure E (tokens at risk) is Poisson(λE), so λ̂ = events / E with the exact (Garwood) interval
 from the Gamma/chi-square quantiles. The implied probability that an L-token completion diverges
 is 1 − exp(−λL): it is why a 1-token multiple-choice answer rarely flips while a 300-token answer
-often does. Pure functions; scipy.special for the quantiles.
+often does. That probability is given only for lengths the compared completions reached: the
+constant rate is an assumption that answers of at most 16 tokens cannot check at token 300, so
+past the longest stretch at risk the horizons stop there (``HazardView.of``). Pure functions;
+scipy.special for the quantiles.
 """
 
 from __future__ import annotations
@@ -143,15 +146,23 @@ class HazardView:
     confidence: float
     upper_bound_only: bool
     horizons: tuple[Horizon, ...]
+    # The most tokens any pair was compared over (tokens at risk: to its first divergence, or
+    # the whole completion where the pair is identical); None: not known.
+    longest: int | None = None
 
     @classmethod
-    def of(cls, h: Hazard | None) -> HazardView | None:
-        """The view of a hazard: its rate per 1,000 tokens and P(divergence) at each horizon."""
+    def of(cls, h: Hazard | None, longest: int | None = None) -> HazardView | None:
+        """The view of a hazard: its rate per 1,000 tokens and P(divergence) at each horizon,
+        the horizons cut at ``longest`` (the longest completion compared, which becomes the
+        last horizon): no extrapolation past what the suite reached."""
         if h is None:
             return None
         rate, low, high = h.per_1000()
-        horizons = tuple(Horizon(n, *h.p_within(n)) for n in HORIZONS)
-        return cls(h.events, h.exposure, rate, low, high, h.confidence, h.upper_bound_only, horizons)
+        lengths: tuple[int, ...] = HORIZONS
+        if longest is not None and 0 < longest < HORIZONS[-1]:
+            lengths = (*(n for n in HORIZONS if n < longest), longest)
+        horizons = tuple(Horizon(n, *h.p_within(n)) for n in lengths)
+        return cls(h.events, h.exposure, rate, low, high, h.confidence, h.upper_bound_only, horizons, longest)
 
 
 def pair_hazard(times: Sequence[tuple[int, bool] | None], n_unlocated: int = 0) -> tuple[Hazard | None, int]:

@@ -17,6 +17,7 @@ import numpy as np
 from servediff.compare import speed as sp
 from servediff.compare.loader import is_sweep
 from servediff.compare.machine_load import Load, load_check
+from servediff.compare.reruns import Speedup, speedup
 from servediff.compare.study import Configuration, Study
 
 
@@ -40,14 +41,21 @@ class SpeedRow:
     itl: sp.Interval | None  # mean inter-token latency (seconds)
     engine_tokens_per_s: float | None  # the engine's own decode rate, where it reported one
     reference: str | None  # the configuration the speedup is against (None: this is it)
-    speedup: sp.Interval | None
+    speedup: Speedup | None  # over runs where a side ran more than once (compare.reruns)
     load: Load | None = None  # the machine's load under both (None: this is the reference)
 
 
 def items_of(c: Configuration, warmup: int, keyed: bool = False) -> sp.Items:
     """Every run of a configuration pooled; ``keyed``: item ids carry the suite (pooling suites)."""
-    prefix = f"{c.suite}/" if keyed else ""
-    return sp.pooled([sp.run_items(r, warmup, prefix) for r in c.runs])
+    return sp.pooled(runs_of([c], warmup, keyed))
+
+
+def runs_of(configs: list[Configuration], warmup: int, keyed: bool = False) -> list[sp.Items]:
+    """One Items per run: the i-th run of every configuration in ``configs`` (one per suite)
+    pooled, as many as the configuration with the fewest runs has."""
+    runs = min(len(c.runs) for c in configs)
+    prefix = {id(c): f"{c.suite}/" if keyed else "" for c in configs}
+    return [sp.pooled([sp.run_items(c.runs[i], warmup, prefix[id(c)]) for c in configs]) for i in range(runs)]
 
 
 def references(study: Study) -> dict[str, Configuration]:
@@ -86,6 +94,6 @@ def _row(c: Configuration, ref: Configuration | None, warmup: int) -> SpeedRow:
         itl=sp.mean(items.itl[~np.isnan(items.itl)]),
         engine_tokens_per_s=sp.engine_decode_rate(c.runs, warmup),
         reference=against.label if against is not None else None,
-        speedup=sp.speedup(items_of(against, warmup), items) if against is not None else None,
+        speedup=speedup(runs_of([against], warmup), runs_of([c], warmup)) if against is not None else None,
         load=load_check(against.runs, c.runs) if against is not None else None,
     )

@@ -17,9 +17,10 @@ from servediff.compare import speed as sp
 from servediff.compare.loader import is_sweep
 from servediff.compare.machine_load import Load, load_check
 from servediff.compare.quality import PairQuality
+from servediff.compare.reruns import Speedup, speedup
 from servediff.compare.study import Study
 from servediff.compare.vocabulary import QualityVerdict
-from servediff.report.rows.speed_table import items_of, references
+from servediff.report.rows.speed_table import items_of, references, runs_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,7 @@ class Verdict:
     label: str
     reference: str | None  # None: the reference configuration itself
     concurrency: int
-    speedup: sp.Interval | None  # output tokens/s against the reference, over every suite's items
+    speedup: Speedup | None  # output tokens/s against the reference, over every suite's items
     tokens_per_s: sp.Interval | None  # this configuration's own rate, over every suite's items
     identity: tuple[tuple[str, int, int], ...]  # (suite, identical, compared): against the reference
     control: tuple[tuple[str, int, int], ...]  # (suite, identical, compared): against its repeat
@@ -73,13 +74,12 @@ def _verdict(
     keyed = len(mine) > 1
     own = sp.pooled([items_of(c, warmup, keyed) for c in mine])
     rates = sp.rates(own)
-    base = sp.pooled([items_of(c, warmup, keyed) for c in theirs]) if theirs else None
     against = theirs[0].label if theirs else None
     return Verdict(
         label=label,
         reference=against,
         concurrency=max(c.runs[0].header.concurrency for c in mine),
-        speedup=sp.speedup(base, own) if base is not None else None,
+        speedup=speedup(runs_of(theirs, warmup, keyed), runs_of(mine, warmup, keyed)) if theirs else None,
         tokens_per_s=rates[0] if rates else None,
         identity=tuple(
             (p.suite, p.identical, p.total) for p in study.pairs if p.b == label and p.a == against

@@ -50,7 +50,15 @@ def parts(r: Report) -> tuple[Block, ...]:
     curves = [c for c in r.pairs if c.times]
     if curves:
         out.append(Figure("survival", figures.later(figures.survival_svg, curves), SURVIVAL))
-        length = curves[0].hazard.horizons[-1].length if curves[0].hazard else 300
+        lasts = {c.hazard.horizons[-1].length for c in curves if c.hazard}
+        # P(divergence) only up to the longest completion each pair compared: one length for the
+        # column where they agree, else each cell names its own.
+        named = len(lasts) > 1
+        length = (
+            "an L-token completion (L: the longest compared)"
+            if named
+            else f"a {max(lasts, default=300)}-token completion"
+        )
         header: tuple[str, ...] = (
             "pair",
             "items",
@@ -58,8 +66,8 @@ def parts(r: Report) -> tuple[Block, ...]:
             "tokens at risk",
             "hazard per 1,000 tokens [95 % CI]",
         )
-        header += (f"P(a {length}-token completion diverges)", "left out (no token data)")
-        out.append(Table(header, tuple(_curve(c) for c in curves)))
+        header += (f"P({length} diverges)", "left out (no token data)")
+        out.append(Table(header, tuple(_curve(c, named) for c in curves)))
     elif not any(c.unlocated for c in r.pairs):  # else the paragraphs below say why
         out.append(Paragraph(spans("No survival curve: no pair of configurations has token data."), "muted"))
     out += [
@@ -93,7 +101,8 @@ def parts(r: Report) -> tuple[Block, ...]:
     return tuple(out)
 
 
-def _curve(c: Comparison) -> tuple[Cell, ...]:
+def _curve(c: Comparison, named: bool) -> tuple[Cell, ...]:
+    """One pair's row; ``named``: the pairs reached different lengths, each cell says its L."""
     h = c.hazard
     if h is None:
         rate = risk = "n/a"
@@ -104,6 +113,8 @@ def _curve(c: Comparison) -> tuple[Cell, ...]:
         last = h.horizons[-1]
         rate = f"{fmt.rate(h.per_1000)} [{fmt.rate(h.low_1000)}, {fmt.rate(h.high_1000)}]"
         risk = f"{fmt.prob(last.p)} ({fmt.prob(last.low)}–{fmt.prob(last.high)})"
+    if h is not None and named:
+        risk = f"L={h.horizons[-1].length}: {risk}"
     return (
         cell(code(c.a), " vs ", code(c.b), f" ({c.suite})"),
         cell(str(len(c.times))),

@@ -9,6 +9,7 @@ Every number is a field of ``report.rows.speed_table.SpeedRow`` (or a verdict's,
 
 from __future__ import annotations
 
+from servediff.compare.reruns import Speedup
 from servediff.compare.speed import Interval
 from servediff.report import figures, fmt, wording
 from servediff.report.document import Block, Cell, Figure, Heading, Paragraph, Table, cell, code, spans
@@ -56,8 +57,12 @@ def intro(warmup: int) -> str:
     first = "none" if warmup == 0 else ("the first item" if warmup == 1 else f"the first {warmup} items")
     return (
         "Output tokens/s and requests/s = tokens (requests) ÷ wall time from the first request sent to the "
-        "last answer back; latency is per request, sent to answered. Intervals are 95 % percentile "
-        "bootstraps over items (seeded); the speedup is paired over the items both configurations ran. "
+        "last answer back; latency is per request, sent to answered. The intervals of rates and latencies "
+        "are 95 % percentile bootstraps over items (seeded): they say how precisely these runs were "
+        "measured, not where a rerun would land. The speedup's interval includes run-to-run variance "
+        "where a configuration ran more than once (a t interval over per-run throughputs, on the items "
+        "every run completed); with one run each it is the item bootstrap, paired over the items both "
+        "ran, and says it covers item sampling only. "
         f"Warm-up: {first} sent in each run is left out of every number and counted (ReportOptions.warmup)."
         " TTFT and inter-token latency exist only where tokens were seen arrive (in-process, or --stream); "
         "the engine's own rate is decoded tokens ÷ its own decode time (llama.cpp's perf counters, or a "
@@ -66,7 +71,10 @@ def intro(warmup: int) -> str:
 
 
 def direction(x: Interval) -> str:
-    """Plain words for a speedup: only an interval wholly on one side of 1 counts."""
+    """Plain words for a speedup: only an interval wholly on one side of 1 counts, and only
+    one that includes run-to-run variance."""
+    if isinstance(x, Speedup) and x.basis == "items":
+        return "one run each"
     if x.high < 1:
         return "slower"
     if x.low > 1:
@@ -97,5 +105,9 @@ def _speedup(s: SpeedRow) -> Cell:
         return cell("—")
     if s.load is not None and s.load.unsteady:  # the machine may explain it: no interval
         return cell(f"{fmt.speedup(x.value)} ({wording.load_note(s.load, ref, s.label)}) vs ", code(ref))
-    shown = f"{fmt.speedup(x.value)} ({direction(x)}) [{fmt.speedup(x.low)}, {fmt.speedup(x.high)}] vs "
+    if x.basis == "items":
+        return cell(
+            f"{fmt.speedup(x.value)} {wording.speedup_interval(x)} ({wording.ONE_RUN_EACH}) vs ", code(ref)
+        )
+    shown = f"{fmt.speedup(x.value)} ({direction(x)}) {wording.speedup_interval(x)} vs "
     return cell(shown, code(ref))

@@ -56,7 +56,10 @@ def _speed(v: Verdict) -> Cell:
         note = wording.load_note(v.load, v.reference, v.label)
         return cell(f"{fmt.speedup(s.value)}{where} — {note}", tone="warn")
     tone: Tone = "good" if s.low > 1 else "bad" if s.high < 1 else "neutral"
-    return cell(f"{fmt.speedup(s.value)} [{fmt.speedup(s.low)}, {fmt.speedup(s.high)}]{where}", tone=tone)
+    if s.basis == "items":  # one run each: nothing says where a rerun would land
+        tone = "neutral"
+    note = f" — {wording.ONE_RUN_EACH}" if s.basis == "items" else ""
+    return cell(f"{fmt.speedup(s.value)} {wording.speedup_interval(s)}{where}{note}", tone=tone)
 
 
 def _identity(v: Verdict) -> Cell:

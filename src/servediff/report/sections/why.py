@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from servediff.compare.comparison import Comparison, DivergenceView, Side, TopK
 from servediff.compare.precision import Precision
+from servediff.compare.stats.hazard import HORIZONS
 from servediff.report import fmt, wording
 from servediff.report.document import (
     Block,
@@ -177,6 +178,8 @@ def hazard(c: Comparison) -> str:
             f"L={x.length}: {fmt.prob(x.p)} ({fmt.prob(x.low)}–{fmt.prob(x.high)})" for x in h.horizons
         )
     tail = f"; {c.no_token_data} item(s) without token counts left out" if c.no_token_data else ""
+    if h.longest is not None and h.longest < HORIZONS[-1]:  # the horizons stop where the data do
+        tail += f"; L stops at {fmt.count(h.longest)} tokens, the longest any pair was compared over"
     return f"{head}. P(an L-token completion diverges): {p}{tail}."
 
 
