@@ -15,9 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from servediff.cli_args import build_parser
 
-from servediff.cli import main
+from servediff.cli import build_parser, main
 
 # Huge (past int64 and past any count a machine can hold), negative, not numbers at all.
 ABSURD = ("99999999999", "1" + "0" * 30, "1e300", "-1", "-1e9", "nan", "inf", "-inf")

@@ -19,7 +19,7 @@ from servediff.records import read_run
 from servediff.report import render, wording
 from servediff.report.assembly import build
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "gpu-h200-load"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "studies" / "gpu-h200-load"
 NP32 = "speed/sweep/np32.287b2f410a/prompts.4947c685.c1.r{}.jsonl"
 NP32_BS = "speed/sweep/np32-bs.feb0ab0d18/prompts.4947c685.c1.r{}.jsonl"
 FIRST = "load/sweep/np32.d6a523ae67/prompts.4947c685.c1.r{}.jsonl"  # the first session's sweep
