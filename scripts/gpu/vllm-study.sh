@@ -11,7 +11,8 @@
 # CUDA torch image, scripts/gpu/vllm-wheels.txt), models/ (the registry's Qwen2.5-Coder 0.5B and
 # 1.5B Q4_K_M GGUFs) and data/gsm8k/test.jsonl.
 #
-# Phases (PHASES, default "shapes seed kl"), each timed in ROOT/vllm.log:
+# Phases (PHASES, default "shapes seed kl"; any of those below, in the order given), each timed in
+# ROOT/vllm.log:
 #   shapes  a stock and a tuned 1.5B server (prefix caching + n-gram speculation), one after the
 #           other: scripts/record_server_fixtures.py records every answer shape servediff reads,
 #           and the tuned /metrics with speculative-decoding counters (→ tests/data/vllm/)
@@ -21,8 +22,15 @@
 #           floor) and FP8 once
 #   seed    servediff experiment examples/vllm-seed.toml: stock (twice), n-gram, FP8, draft (left
 #           out where the payload has no 0.5B: PAYLOAD_MODELS of vllm-payload.sh)
-#   draft   the same experiment resumed on docs/studies/vllm-h200/seed.tar.xz's records: only the
-#           draft configuration runs (and stock again, to probe its side)
+#   draft   the same experiment resumed on docs/studies/vllm-h200/seed.tar.xz's records (or
+#           SEED_RECORDS): only the draft configuration runs (and stock again, to probe its side)
+#   metrics a tuned 1.5B server's answers again (→ ROOT/metrics): /metrics before and after a request
+#           that n-gram speculation drafts for, so the recorded counters move
+#   load    examples/vllm-load.toml: the 0.5B one request at a time, then swept at 1 … 128 in flight
+#   bench   one 0.5B server driven by `vllm bench serve` and by `servediff run`, alternated, the
+#           same prompts and lengths at 64 and 256 in flight (bench/vllm_client.py reads them)
+#   audit   servediff audit of VLLM_BATCH_INVARIANT=1 against =0 (examples/vllm-audit.toml) on the
+#           1.5B and the 0.5B: needle, mixed and prefix at 8, 32 and 128 in flight
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -74,13 +82,16 @@ unserve() {
     kill -KILL -- "-$server_pid" 2>/dev/null; server_pid=
 }
 trap unserve EXIT
-pack() {  # pack PHASE: ROOT/PHASE.tar.xz of ROOT/PHASE, the shapes so far, the logs and the study log
-    tar -C "$root" -cf - "$1" $(cd "$root" && ls -d shapes 2>/dev/null | grep -vx "$1") logs vllm.log | xz -T0 -6 >"$root/$1.tar.xz.part" && mv "$root/$1.tar.xz.part" "$root/$1.tar.xz"
+pack() {  # pack PHASE: ROOT/PHASE.tar.xz of the phase's folder, the shapes so far, the logs and the study log
+    local dir=$1
+    [ "$1" = draft ] && dir=seed  # the draft configuration's records join the seed study's
+    mkdir -p "$root/$dir"
+    tar -C "$root" -cf - "$dir" $(cd "$root" && ls -d shapes 2>/dev/null | grep -vx "$dir") logs vllm.log | xz -T0 -6 >"$root/$1.tar.xz.part" && mv "$root/$1.tar.xz.part" "$root/$1.tar.xz"
     say "$1: packed ($(stat -c %s "$root/$1.tar.xz") B)"
 }
 
-record() {  # record URL PREFIX: every answer shape servediff reads, into ROOT/shapes
-    python3 scripts/record_server_fixtures.py --base-url "$1" --out "$root/shapes" --engine vllm --prefix "$2" \
+record() {  # record URL PREFIX [DIR]: every answer shape servediff reads, into DIR (default ROOT/shapes)
+    python3 scripts/record_server_fixtures.py --base-url "$1" --out "${3:-$root/shapes}" --engine vllm --prefix "$2" \
         >>"$root/vllm.log" 2>&1
 }
 
@@ -91,6 +102,13 @@ shapes() {  # a stock and a tuned server's shapes (the tuned /metrics carry spec
     serve shapes 8100 --enable-prefix-caching --speculative-config \
         '{"method": "ngram", "num_speculative_tokens": 8, "prompt_lookup_max": 4, "prompt_lookup_min": 2}' || return 1
     record http://127.0.0.1:8100 ngram-
+    unserve
+}
+
+metrics() {  # an n-gram server's answers again: its /metrics after a request it drafts for (chat_repeat)
+    serve metrics 8103 --enable-prefix-caching --speculative-config \
+        '{"method": "ngram", "num_speculative_tokens": 8, "prompt_lookup_max": 4, "prompt_lookup_min": 2}' || return 1
+    record http://127.0.0.1:8103 ngram- "$root/metrics"
     unserve
 }
 
@@ -133,8 +151,72 @@ PY
 
 draft() {  # the seed study's draft configuration alone: the experiment resumes on the committed records
     [ -d "$SERVEDIFF_VLLM_DRAFT" ] || { say "draft: the payload has no 0.5B (PAYLOAD_MODELS)"; return 2; }
-    [ -d "$root/seed/runs" ] || tar -xJf docs/studies/vllm-h200/seed.tar.xz -C "$root" seed/runs seed/probes
+    [ -d "$root/seed/runs" ] || tar -xJf "${SEED_RECORDS:-docs/studies/vllm-h200/seed.tar.xz}" -C "$root" seed/runs seed/probes
     sd experiment examples/vllm-seed.toml --out "$root/seed" --no-progress >>"$root/logs/seed.log" 2>&1
+}
+
+load() {  # examples/vllm-load.toml: the 0.5B one request at a time, then swept at 1 … 128 in flight
+    SERVEDIFF_VLLM_MODEL=$SERVEDIFF_VLLM_DRAFT sd experiment examples/vllm-load.toml --out "$root/load" --no-progress \
+        >"$root/logs/load.log" 2>&1
+}
+
+bench() {  # one 0.5B server driven by vLLM's own load generator and by servediff run, alternated:
+    # the same 1,000 GSM8K questions as chat messages, at most 256 tokens, greedy, streamed, at 64
+    # and 256 in flight (bench/vllm_client.py reads both sides' numbers)
+    local url=http://127.0.0.1:8104 out=$root/bench name=qwen2.5-coder-0.5b-instruct
+    mkdir -p "$out"
+    python3 - "$SERVEDIFF_DATA/gsm8k/test.jsonl" "$out" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])][:1000]
+with open(f"{sys.argv[2]}/prompts.jsonl", "w") as ours, open(f"{sys.argv[2]}/vllm-prompts.jsonl", "w") as theirs:
+    for i, row in enumerate(rows):
+        ours.write(json.dumps({"id": f"gsm8k-{i}", "prompt": row["question"]}) + "\n")
+        theirs.write(json.dumps({"prompt": row["question"]}) + "\n")
+PY
+    SERVEDIFF_VLLM_MODEL=$SERVEDIFF_VLLM_DRAFT MODEL=$name serve bench 8104 --no-enable-prefix-caching || return 1
+    for round in 1 2; do
+        for c in 64 256; do
+            local order="vllm servediff"
+            [ "$round" = 2 ] && order="servediff vllm"
+            for client in $order; do
+                local t0 t1 rc
+                t0=$(date +%s.%N)
+                if [ "$client" = vllm ]; then
+                    python3 -m vllm.entrypoints.cli.main bench serve --backend openai-chat \
+                        --endpoint /v1/chat/completions --base-url "$url" --model "$name" \
+                        --tokenizer "$SERVEDIFF_VLLM_DRAFT" --dataset-name custom \
+                        --dataset-path "$out/vllm-prompts.jsonl" --custom-output-len 256 --skip-chat-template \
+                        --disable-shuffle --num-prompts 1000 --max-concurrency "$c" --temperature 0 \
+                        --save-result --result-dir "$out" --result-filename "vllm.c$c.r$round.json" \
+                        >>"$root/logs/bench.log" 2>&1
+                else
+                    sd run --engine http --base-url "$url" --model "$name" --suite "$out/prompts.jsonl" \
+                        --max-tokens 256 --temperature 0 --top-logprobs 0 --concurrency "$c" --stream \
+                        --label "servediff-c$c" --repeat "$round" --no-progress \
+                        --out "$out/servediff.c$c.r$round.jsonl" >>"$root/logs/bench.log" 2>&1
+                fi
+                rc=$? t1=$(date +%s.%N)
+                echo "$client $c $round $t0 $t1 $rc" >>"$out/order.txt"
+                say "bench: $client at $c in flight, round $round: $(python3 -c "print(round($t1 - $t0, 1))") s"
+            done
+        done
+    done
+    unserve
+}
+
+audit() {  # examples/vllm-audit.toml on the 1.5B, then the same pair on the 0.5B (AUDIT_MODELS)
+    local size file
+    for size in ${AUDIT_MODELS:-1.5b 0.5b}; do
+        file=examples/vllm-audit.toml
+        if [ "$size" != 1.5b ]; then
+            file=$root/vllm-audit-$size.toml
+            sed "s/qwen2.5-coder-1.5b-instruct/qwen2.5-coder-$size-instruct/" examples/vllm-audit.toml >"$file"
+        fi
+        SERVEDIFF_VLLM_MODEL=$root/models/qwen2.5-coder-$size sd audit --experiment "$file" --promise promise \
+            --control control --workload needle,mixed,prefix --levels 8,32,128 --trials "${AUDIT_TRIALS:-8}" \
+            --out "$root/audit/$size" --md "$root/audit/$size.md" --no-progress >"$root/logs/audit-$size.log" 2>&1
+        say "audit $size: exit $?"
+    done
 }
 
 case $1 in
