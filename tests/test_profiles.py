@@ -1,12 +1,14 @@
 """Engine profiles: Prometheus parsing, vLLM's speculative-decoding and prefix-cache counters,
 and the flag for a configuration that claims speculative decoding whose counters did not move.
 
-The scrapes in tests/data are written from vLLM's documented metric names and prometheus_client's
-exposition format (``_total`` counters with ``_created`` gauges, histograms, info gauges).
+The scrapes are vLLM 0.24.0's own ``/metrics`` answers, recorded live by
+``scripts/record_server_fixtures.py`` (tests/data/vllm/): a stock server, and a server with prefix
+caching and n-gram speculation before and after a request that it drafts for.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -27,10 +29,18 @@ from servediff.engines.profiles import (
     vllm_snapshot,
 )
 
-DATA = Path(__file__).parent / "data"
-BEFORE = vllm_snapshot((DATA / "vllm_metrics_spec_before.txt").read_text())
-AFTER = vllm_snapshot((DATA / "vllm_metrics_spec_after.txt").read_text())
-STOCK = vllm_snapshot((DATA / "vllm_metrics_stock.txt").read_text())
+VLLM = Path(__file__).parent / "data" / "vllm"
+
+
+def scrape(name: str) -> str:
+    """The body of one recorded /metrics answer."""
+    body: str = json.loads((VLLM / f"{name}.json").read_text())["body"]
+    return body
+
+
+BEFORE = vllm_snapshot(scrape("ngram-metrics_before"))
+AFTER = vllm_snapshot(scrape("ngram-metrics_after"))
+STOCK = vllm_snapshot(scrape("stock-metrics_after"))
 
 
 def test_prometheus_parser_reads_labels_suffixes_and_special_values() -> None:
@@ -53,13 +63,36 @@ def test_acceptance_figures_from_a_vllm_scrape_before_and_after() -> None:
     checks = verify_claims("vllm", [SPECULATIVE, PREFIX_CACHE], BEFORE, AFTER)
     spec = checks[SPECULATIVE]
     assert spec["status"] == VERIFIED
-    # 800 drafts of 3 tokens, 1500 accepted: rate 1500/2400, length 1 + 1500/800
-    assert (spec["drafts"], spec["draft_tokens"], spec["accepted_tokens"]) == (800, 2400, 1500)
-    assert spec["acceptance_rate"] == pytest.approx(0.625)
-    assert spec["acceptance_length"] == pytest.approx(2.875)
-    assert spec["per_position_rate"] == pytest.approx([0.85, 0.6, 0.425])
+    # what the server counted between the two scrapes, read here without the snapshot code
+    moved = {
+        name: metric_total(parse_prometheus(scrape("ngram-metrics_after")), name)
+        - (metric_total(parse_prometheus(scrape("ngram-metrics_before")), name) or 0.0)
+        for name in (
+            "vllm:spec_decode_num_drafts",
+            "vllm:spec_decode_num_draft_tokens",
+            "vllm:spec_decode_num_accepted_tokens",
+            "vllm:prefix_cache_queries",
+            "vllm:prefix_cache_hits",
+        )
+        if metric_total(parse_prometheus(scrape("ngram-metrics_after")), name) is not None
+    }
+    drafts, drafted, accepted = (
+        moved["vllm:spec_decode_num_drafts"],
+        moved["vllm:spec_decode_num_draft_tokens"],
+        moved["vllm:spec_decode_num_accepted_tokens"],
+    )
+    assert drafts > 0 and accepted > 0  # the recorded request was drafted for
+    assert (spec["drafts"], spec["draft_tokens"], spec["accepted_tokens"]) == (drafts, drafted, accepted)
+    assert spec["acceptance_rate"] == pytest.approx(accepted / drafted)
+    assert spec["acceptance_length"] == pytest.approx(1 + accepted / drafts)
+    # eight positions (num_speculative_tokens 8); the first is accepted at least as often as any later
+    rates = spec["per_position_rate"]
+    assert len(rates) == 8 and rates[0] == max(rates)
+    assert sum(rates) * drafts == pytest.approx(accepted, abs=0.05)  # rates are rounded to 4 digits
     prefix = checks[PREFIX_CACHE]
-    assert prefix["status"] == VERIFIED and prefix["hit_rate"] == pytest.approx(0.75)
+    assert prefix["status"] == VERIFIED
+    hits, queries = moved["vllm:prefix_cache_hits"], moved["vllm:prefix_cache_queries"]
+    assert prefix["hit_rate"] == pytest.approx(hits / queries)
     assert flagged(checks) == []
 
 

@@ -19,6 +19,7 @@ from servediff.engines.openai_http import RETRY_STATUS, next_token, parse_respon
 from servediff.engines.profiles import (
     NOT_ENGAGED,
     VERIFIED,
+    flagged,
     prefix_check,
     speculative_check,
     verify_claims,
@@ -111,9 +112,9 @@ def test_prompt_logprobs_score_every_position() -> None:
 
 def test_metrics_name_the_counters_servediff_reads() -> None:
     """The stock server registers no speculative-decoding counters (a claim of it is "NOT
-    CONFIGURED"); the n-gram server does, and the recorder's short requests, with nothing in their
-    prompts to look up, drafted nothing: a claim is "NOT ENGAGED", flagged. (The committed vLLM
-    study's headers show the same counters moving under real load: verified.)"""
+    CONFIGURED"); the n-gram server does, and its counters moved over the recorder's requests (one
+    of them repeats its prompt's text, which n-gram lookup drafts from): verified. The same scrape
+    read as its own before and after moved nothing: a claim is then "NOT ENGAGED", flagged."""
     before, after = (vllm_snapshot(exchange(f"stock-metrics_{w}")["body"]) for w in ("before", "after"))
     assert before.spec is None and after.spec is None
     assert speculative_check(before, after, True)["status"] == "NOT CONFIGURED"
@@ -124,12 +125,18 @@ def test_metrics_name_the_counters_servediff_reads() -> None:
     assert ngram[0].spec is not None and ngram[1].spec is not None
     assert sorted(ngram[1].per_position, key=int) == [str(i) for i in range(8)]  # 8 speculative tokens
     checked = speculative_check(ngram[0], ngram[1], True)
-    assert checked["status"] == NOT_ENGAGED and checked["drafts"] == 0
+    assert checked["status"] == VERIFIED and checked["drafts"] > 0
+    assert 0 < checked["accepted_tokens"] <= checked["draft_tokens"]
     v = run_verification("vllm", ["speculative_decoding"], ngram[0], ngram[1], "whole run")
-    assert v["flagged"] == ["speculative_decoding"] and v["metrics"] == "read"
+    assert v["flagged"] == [] and v["metrics"] == "read"
+    still = run_verification("vllm", ["speculative_decoding"], ngram[1], ngram[1], "whole run")
+    assert still["flagged"] == ["speculative_decoding"]
+    assert speculative_check(ngram[1], ngram[1], True)["status"] == NOT_ENGAGED
     cached = prefix_check(ngram[0], ngram[1], True)  # the chat template's shared system turn
     assert cached["status"] == VERIFIED and 0 < cached["hit_tokens"] < cached["queried_tokens"]
-    assert set(verify_claims("vllm", ["prefix_caching"], ngram[0], ngram[1])) == {"prefix_caching"}
+    # speculation engaged though only caching was claimed: reported too, and not flagged
+    checks = verify_claims("vllm", ["prefix_caching"], ngram[0], ngram[1])
+    assert set(checks) == {"prefix_caching", "speculative_decoding"} and flagged(checks) == []
 
 
 @pytest.mark.parametrize(
