@@ -1,0 +1,217 @@
+"""Is an endpoint serving the reference configuration? The per-request statistics of
+``servediff verify``, their null from the reference's own runs, and what a shift looks like.
+
+    servediff verify --reference ref1.jsonl ref2.jsonl --base-url http://127.0.0.1:8080
+
+A pair is one item answered twice: by the reference (its first run) and by another side (a second
+reference run in the calibration, the endpoint in the test). Each pair gives up to four numbers,
+each from one signal, NaN where a side did not record it:
+
+- ``logprob_shift``: the mean, over the tokens both greedy texts share from the start, of
+  d = lp_reference − lp_other of the chosen token. A different model or precision moves every
+  position; for the reference's own tokens the mean of d estimates the per-token KL(reference ‖
+  other) and is > 0, while batching noise moves it both ways.
+- ``logprob_distance``: the mean of |d| over the same tokens: a change that *raises* the
+  reference's tokens (a sharper model) shows here, not in the signed mean.
+- ``divergence``: 1 − (shared tokens) / (reference tokens): 0 for the same text, 1 when the very
+  first token differs (the hazard of a divergence, as one number per request).
+- ``prompt_tokens``: |prompt tokens of the other side − the reference's| (the server's
+  ``usage.prompt_tokens``): another chat template or tokenizer shows at once.
+
+The null is the same four numbers over pairs of reference runs: the reference against itself,
+under whatever nondeterminism its runs had (batching, load). ``compare/stats/conformal.py``
+turns them into the test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any, Literal
+
+import numpy as np
+
+from servediff.compare.stats.conformal import Floats
+from servediff.records import Item, Run
+
+Statistic = Literal["logprob_shift", "logprob_distance", "divergence", "prompt_tokens"]
+STATISTICS: tuple[Statistic, ...] = ("logprob_shift", "logprob_distance", "divergence", "prompt_tokens")
+
+# What each statistic needs of a side, for the report's list of signals.
+SIGNALS: dict[Statistic, str] = {
+    "logprob_shift": "chosen-token logprobs on the shared greedy prefix (signed mean)",
+    "logprob_distance": "chosen-token logprobs on the shared greedy prefix (mean absolute)",
+    "divergence": "greedy text identity and the first divergence (hazard)",
+    "prompt_tokens": "prompt token count (usage.prompt_tokens)",
+}
+
+# Positions that count as "the start" of a completion for the shape of a shift: a template
+# changes what comes right after the prompt, so its shift concentrates here.
+EARLY_TOKENS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """One item answered by the reference and by another side."""
+
+    item_id: str
+    values: tuple[float, ...]  # in STATISTICS order; NaN: not available on this pair
+    diffs: tuple[float, ...]  # d at each shared position, in order
+    shared: int  # tokens the two greedy texts share from the start
+    reference_tokens: int
+    identical: bool
+    prompt_tokens: tuple[int | None, int | None]  # reference, other
+
+
+def prompt_tokens_of(item: Item) -> int | None:
+    engine = item.metadata.get("engine") if isinstance(item.metadata, Mapping) else None
+    value = engine.get("prompt_tokens") if isinstance(engine, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _tokens(item: Item) -> list[Any] | None:
+    """The item's generated tokens, as ids where recorded by the engine, else as texts."""
+    if item.token_ids is not None and item.token_source == "engine":
+        return list(item.token_ids)
+    if item.logprobs is not None:
+        return [t[0] for t in item.logprobs]
+    return None
+
+
+def pair(reference: Item, other: Item) -> Pair:
+    """The statistics of one item answered twice (``reference`` first)."""
+    ra, ob = _tokens(reference), _tokens(other)
+    identical = reference.text == other.text
+    shared = 0
+    diffs: list[float] = []
+    shift = distance = divergence = math.nan
+    if ra is not None and ob is not None:
+        while shared < min(len(ra), len(ob)) and ra[shared] == ob[shared]:
+            shared += 1
+        if identical:  # the same text split alike: every token is shared
+            shared = min(len(ra), len(ob))
+        divergence = 1.0 - shared / len(ra) if ra else (0.0 if identical else 1.0)
+    if reference.logprobs is not None and other.logprobs is not None and ra is not None:
+        n = min(shared, len(reference.logprobs), len(other.logprobs))
+        diffs = [float(reference.logprobs[i][1]) - float(other.logprobs[i][1]) for i in range(n)]
+        shift = float(np.mean(diffs)) if diffs else 0.0
+        distance = float(np.mean(np.abs(diffs))) if diffs else 0.0
+    counts = (prompt_tokens_of(reference), prompt_tokens_of(other))
+    prompt = abs(counts[0] - counts[1]) if counts[0] is not None and counts[1] is not None else math.nan
+    return Pair(
+        item_id=reference.id,
+        values=(shift, distance, divergence, float(prompt)),
+        diffs=tuple(diffs),
+        shared=shared,
+        reference_tokens=len(ra) if ra is not None else 0,
+        identical=identical,
+        prompt_tokens=counts,
+    )
+
+
+def usable(item: Item | None) -> bool:
+    return item is not None and item.error is None
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The null: every pair of reference runs on every item both answered."""
+
+    runs: int
+    pairs: tuple[Pair, ...]
+
+    def rows(self) -> Floats:
+        return np.array([p.values for p in self.pairs], dtype=np.float64).reshape(-1, len(STATISTICS))
+
+    def nulls(self) -> list[Floats]:
+        return [np.sort(col[~np.isnan(col)]) for col in self.rows().T]
+
+    def available(self) -> dict[Statistic, bool]:
+        return {s: len(null) > 0 for s, null in zip(STATISTICS, self.nulls(), strict=True)}
+
+
+def calibrate(runs: Sequence[Run]) -> Calibration:
+    """Pairs of the reference runs, each pair ordered as given, on the items both answered."""
+    pairs = []
+    for a, b in combinations(runs, 2):
+        for item_id, item in a.items.items():
+            other = b.items.get(item_id)
+            if usable(item) and usable(other):
+                assert other is not None
+                pairs.append(pair(item, other))
+    return Calibration(runs=len(runs), pairs=tuple(pairs))
+
+
+def shifted(rows: Floats, delta: float) -> Floats:
+    """What a substitution of δ nats per token does to the calibration's statistics, for the plan:
+    d becomes d + e with E[e] = δ, so the signed mean moves by δ and the mean of |d| is at least
+    max(its null value, δ) (Jensen, conditioning on either part); the text and prompt statistics
+    are left as they are (a substitution need not change them). Conservative for the distance."""
+    out: Floats = rows.copy()
+    out[:, 0] = rows[:, 0] + delta
+    out[:, 1] = np.maximum(rows[:, 1], delta)
+    return out
+
+
+Shape = Literal["different template", "precision change", "different weights", "unclear"]
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """Where the endpoint's shift lies, over the requests tested."""
+
+    requests: int
+    identical: int
+    prompt_mismatches: int
+    prompt_compared: int
+    first_divergence_median: float | None  # tokens; None when every text was identical
+    shift_early: float | None  # mean d over the first EARLY_TOKENS shared positions
+    shift_late: float | None  # mean d over the later shared positions
+    shift_mean: float | None  # mean d over every shared position (≈ per-token KL)
+    distance_mean: float | None
+    tokens_compared: int
+
+
+def evidence(pairs: Sequence[Pair]) -> Evidence:
+    early = [d for p in pairs for d in p.diffs[:EARLY_TOKENS]]
+    late = [d for p in pairs for d in p.diffs[EARLY_TOKENS:]]
+    every = early + late
+    diverged = [p.shared for p in pairs if not p.identical]
+    compared = [p for p in pairs if None not in p.prompt_tokens]
+    return Evidence(
+        requests=len(pairs),
+        identical=sum(p.identical for p in pairs),
+        prompt_mismatches=sum(p.prompt_tokens[0] != p.prompt_tokens[1] for p in compared),
+        prompt_compared=len(compared),
+        first_divergence_median=float(np.median(diverged)) if diverged else None,
+        shift_early=_mean(early),
+        shift_late=_mean(late),
+        shift_mean=_mean(every),
+        distance_mean=_mean([abs(d) for d in every]),
+        tokens_compared=len(every),
+    )
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return float(np.mean(xs)) if xs else None
+
+
+# The per-token shift (mean d over the shared greedy prefix, nats) above which a shift is read as
+# other weights rather than another precision of the same weights. Measured on SmolLM2-135M
+# against a Q8_0 reference on the CPU (bench/verify_cpu.py): Q4_K_M and Q2_K stayed below it; no
+# second model with the same tokenizer was measured, so the line is the largest precision change
+# seen with a margin, not a measured boundary between the two (docs/guide/verify.md).
+WEIGHTS_MIN_SHIFT = 0.5
+
+
+def shape(e: Evidence, null_prompt_mismatch: bool) -> Shape:
+    """What the shift looks like (the rules of docs/guide/verify.md): prompt-token counts that
+    differ where the reference's never did → a template (or tokenizer); a per-token shift above
+    ``WEIGHTS_MIN_SHIFT`` → other weights; a smaller one → a precision change."""
+    if e.prompt_mismatches and not null_prompt_mismatch:
+        return "different template"
+    if e.shift_mean is None:
+        return "unclear"
+    return "different weights" if e.shift_mean >= WEIGHTS_MIN_SHIFT else "precision change"
