@@ -61,6 +61,7 @@ class Pair:
     diffs: tuple[float, ...]  # d at each shared position, in order
     shared: int  # tokens the two greedy texts share from the start
     reference_tokens: int
+    other_tokens: int  # what the other side generated (the cost of this request)
     identical: bool
     prompt_tokens: tuple[int | None, int | None]  # reference, other
 
@@ -106,6 +107,7 @@ def pair(reference: Item, other: Item) -> Pair:
         diffs=tuple(diffs),
         shared=shared,
         reference_tokens=len(ra) if ra is not None else 0,
+        other_tokens=other.n_tokens if other.n_tokens is not None else len(ob or []),
         identical=identical,
         prompt_tokens=counts,
     )

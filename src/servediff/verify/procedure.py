@@ -224,7 +224,7 @@ def conclude(
     path, p = log_wealth_path(rows, ref.calibration.nulls())
     stop = first_crossing(path, s.alpha)
     tested = progress.pairs[: stop.n]
-    tokens = sum(len(x.diffs) or x.reference_tokens for x in tested)
+    tokens = sum(x.other_tokens for x in tested)
     e = stats.evidence(tested)
     if stop.rejected:
         verdict: out.Verdict = "differs"
