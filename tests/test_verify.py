@@ -45,6 +45,7 @@ class Server:
     """A llama-server on a free port: two slots, one thread, its metrics on."""
 
     def __init__(self, model: Path, log: Path, *extra: str) -> None:
+        self.model = model
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         argv = [find_tool(), "-m", str(model), "--host", "127.0.0.1", "--port", str(self.port)]
@@ -126,7 +127,8 @@ def test_the_same_configuration_under_load_is_consistent(
     code, r = verify(reference, tmp_path, "--base-url", servers["q8"].url, "--concurrency", "4")
     assert (code, r["verdict"]) == (0, "consistent"), r["line"]
     assert r["planned_requests"] is not None and r["requests_at_stop"] >= r["planned_requests"]
-    assert all(s["reference"] and s["endpoint"] for s in r["signals"])  # type: ignore[attr-defined]
+    used = {s["statistic"] for s in r["signals"] if s["reference"] and s["endpoint"]}  # type: ignore[attr-defined]
+    assert used == {"logprob_shift", "logprob_distance", "divergence", "prompt_tokens"}
 
 
 def test_a_coarser_quantisation_is_caught(
@@ -157,6 +159,28 @@ def test_the_budget_is_counted_before_sending(
     assert (code, r["verdict"]) == (2, "inconclusive"), r["line"]
     assert r["budget"]["requests_sent"] == 3  # type: ignore[index]
     assert servers["q8"].predicted() - before <= 3 * TOKENS
+
+
+def test_scoring_records_give_the_teacher_forced_null_and_an_endpoint_that_cannot_score_says_so(
+    reference: list[Path], servers: dict[str, Server], tmp_path: Path
+) -> None:
+    # The first run's completions scored teacher-forced by embedded llama.cpp on the Q8_0 file;
+    # llama-server cannot render a chat prompt into token ids over HTTP, so the endpoint does
+    # not give this signal: listed as such, and the verdict comes from the others.
+    scored = tmp_path / "score1.jsonl"
+    argv = ["run", "--score", str(reference[0]), "--model-path", str(servers["q8"].model), "--threads", "1"]
+    assert (
+        main([*argv, "--top-logprobs", "1", "--label", "q8-score", "--out", str(scored), "--no-progress"])
+        == 0
+    )
+    code, r = verify([*reference, scored], tmp_path, "--base-url", servers["q8"].url)
+    assert (code, r["verdict"]) == (0, "consistent"), r["line"]
+    signals = {s["statistic"]: s for s in r["signals"]}  # type: ignore[attr-defined]
+    assert signals["scored_shift"]["reference"] and signals["scored_shift"]["endpoint"] is False
+    assert "did not score" in signals["scored_shift"]["note"]
+    assert signals["logprob_shift"]["endpoint"] is True
+    # a request to score is counted in the budget: one more per item, until the refusal
+    assert r["budget"]["requests_sent"] == r["requests_at_stop"] + 1  # type: ignore[index]
 
 
 def test_one_reference_run_is_refused_with_one_line(

@@ -74,7 +74,7 @@ def test_a_shift_is_detected_and_a_larger_one_sooner() -> None:
 def test_simulated_plan_false_alarms_and_power_from_one_calibration() -> None:
     rng = np.random.default_rng(4)
     rows = np.column_stack([rng.normal(0, 0.01, 400), np.abs(rng.normal(0, 0.02, 400)), np.full(400, np.nan)])
-    rows = np.column_stack([rows, np.zeros(400)])
+    rows = np.column_stack([rows, np.zeros(400), np.full((400, 2), np.nan)])
     null = simulate(rows, verify.shifted, 0.0, 0.05, 100, 200, seed=0)
     assert null.rejected_by[-1] <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 200)
     near = simulate(rows, verify.shifted, 0.01, 0.05, 100, 200, seed=0).requests_for(0.95)
@@ -109,11 +109,24 @@ def test_pair_statistics_on_the_shared_prefix() -> None:
     p = verify.pair(ref, other)
     assert p.shared == 2 and not p.identical
     assert p.diffs == pytest.approx((0.2, -0.1))
-    shift, distance, divergence, prompt = p.values
+    shift, distance, divergence, prompt = p.values[:4]
     assert shift == pytest.approx(0.05) and distance == pytest.approx(0.15)
     assert divergence == pytest.approx(0.5) and prompt == 2.0
     same = verify.pair(ref, ref)
-    assert same.values == (0.0, 0.0, 0.0, 0.0) and same.identical
+    assert same.values[:4] == (0.0, 0.0, 0.0, 0.0) and same.identical
+    assert all(math.isnan(v) for v in same.values[4:])  # nothing scored teacher-forced
+
+
+def test_teacher_forced_statistics_cover_every_token_of_the_reference() -> None:
+    ref = _item("abcd", [1, 2, 3, 4], [-0.1, -0.2, -0.3, -0.4])
+    other = _item("xbcd", [7, 2, 3, 4], [-0.5, -0.2, -0.3, -0.4])  # diverged at the first token
+    scored = _item("abcd", [1, 2, 3, 4], [-0.3, -0.4, -0.1, -0.4])
+    values = verify.pair(ref, other, scored).values
+    assert values[0] == 0.0  # no shared prefix to compare
+    assert values[4] == pytest.approx((0.2 + 0.2 - 0.2 + 0.0) / 4)
+    assert values[5] == pytest.approx(0.6 / 4)
+    wrong = _item("abce", [1, 2, 3, 5], [-0.3, -0.4, -0.1, -0.4])  # another sequence was scored
+    assert math.isnan(verify.pair(ref, other, wrong).values[4])
 
 
 def test_a_side_without_prompt_tokens_or_logprobs_leaves_those_statistics_out() -> None:

@@ -17,6 +17,13 @@ each from one signal, NaN where a side did not record it:
   first token differs (the hazard of a divergence, as one number per request).
 - ``prompt_tokens``: |prompt tokens of the other side − the reference's| (the server's
   ``usage.prompt_tokens``): another chat template or tokenizer shows at once.
+- ``scored_shift`` and ``scored_distance``: the signed and absolute mean of
+  d = lp_reference − lp_scored over *every* token of the reference's completion, where the other
+  side scored that completion teacher-forced after its prompt (vLLM's ``prompt_logprobs``): the
+  comparison goes on past the first divergence. A one-pass score is another computation than
+  step-by-step generation, so its null comes from scoring records of the reference's completions
+  made on the reference configuration (``servediff run --score ref1.jsonl``), never from the
+  generation runs.
 
 The null is the same four numbers over pairs of reference runs: the reference against itself,
 under whatever nondeterminism its runs had (batching, load). ``compare/stats/conformal.py``
@@ -36,8 +43,17 @@ import numpy as np
 from servediff.compare.stats.conformal import Floats
 from servediff.records import Item, Run
 
-Statistic = Literal["logprob_shift", "logprob_distance", "divergence", "prompt_tokens"]
-STATISTICS: tuple[Statistic, ...] = ("logprob_shift", "logprob_distance", "divergence", "prompt_tokens")
+Statistic = Literal[
+    "logprob_shift", "logprob_distance", "divergence", "prompt_tokens", "scored_shift", "scored_distance"
+]
+STATISTICS: tuple[Statistic, ...] = (
+    "logprob_shift",
+    "logprob_distance",
+    "divergence",
+    "prompt_tokens",
+    "scored_shift",
+    "scored_distance",
+)
 
 # What each statistic needs of a side, for the report's list of signals.
 SIGNALS: dict[Statistic, str] = {
@@ -45,6 +61,8 @@ SIGNALS: dict[Statistic, str] = {
     "logprob_distance": "chosen-token logprobs on the shared greedy prefix (mean absolute)",
     "divergence": "greedy text identity and the first divergence (hazard)",
     "prompt_tokens": "prompt token count (usage.prompt_tokens)",
+    "scored_shift": "teacher-forced scores of the reference's completions (signed mean)",
+    "scored_distance": "teacher-forced scores of the reference's completions (mean absolute)",
 }
 
 # Positions that count as "the start" of a completion for the shape of a shift: a template
@@ -81,8 +99,20 @@ def _tokens(item: Item) -> list[Any] | None:
     return None
 
 
-def pair(reference: Item, other: Item) -> Pair:
-    """The statistics of one item answered twice (``reference`` first)."""
+def scored_diffs(reference: Item, scored: Item | None) -> list[float] | None:
+    """d at every token of the reference's completion, where ``scored`` scored exactly those
+    tokens (teacher-forced, after the reference's prompt); None where it did not."""
+    if scored is None or scored.error is not None or reference.logprobs is None or scored.logprobs is None:
+        return None
+    if reference.token_ids is None or scored.token_ids != reference.token_ids:
+        return None  # another sequence was scored: nothing to pair position by position
+    n = min(len(reference.logprobs), len(scored.logprobs))
+    return [float(reference.logprobs[i][1]) - float(scored.logprobs[i][1]) for i in range(n)]
+
+
+def pair(reference: Item, other: Item, scored: Item | None = None) -> Pair:
+    """The statistics of one item answered twice (``reference`` first); ``scored``: the other
+    side's teacher-forced score of the reference's completion, where there is one."""
     ra, ob = _tokens(reference), _tokens(other)
     identical = reference.text == other.text
     shared = 0
@@ -101,9 +131,12 @@ def pair(reference: Item, other: Item) -> Pair:
         distance = float(np.mean(np.abs(diffs))) if diffs else 0.0
     counts = (prompt_tokens_of(reference), prompt_tokens_of(other))
     prompt = abs(counts[0] - counts[1]) if counts[0] is not None and counts[1] is not None else math.nan
+    forced = scored_diffs(reference, scored)
+    scored_shift = float(np.mean(forced)) if forced else math.nan
+    scored_distance = float(np.mean(np.abs(forced))) if forced else math.nan
     return Pair(
         item_id=reference.id,
-        values=(shift, distance, divergence, float(prompt)),
+        values=(shift, distance, divergence, float(prompt), scored_shift, scored_distance),
         diffs=tuple(diffs),
         shared=shared,
         reference_tokens=len(ra) if ra is not None else 0,
@@ -134,15 +167,21 @@ class Calibration:
         return {s: len(null) > 0 for s, null in zip(STATISTICS, self.nulls(), strict=True)}
 
 
-def calibrate(runs: Sequence[Run]) -> Calibration:
-    """Pairs of the reference runs, each pair ordered as given, on the items both answered."""
+def calibrate(runs: Sequence[Run], scorings: Sequence[Run] = ()) -> Calibration:
+    """Pairs of the reference runs, each pair ordered as given, on the items both answered.
+
+    ``scorings``: teacher-forced scoring records of the first run's completions, made on the
+    reference configuration. The k-th pair of the first run with another (the pairs a test
+    request resembles: the first run against one more answer) takes its scored statistics from
+    scoring record k (cycling), so that one calibration row holds every signal a request gives."""
     pairs = []
-    for a, b in combinations(runs, 2):
+    for k, (a, b) in enumerate(combinations(runs, 2)):
+        scoring = scorings[k % len(scorings)] if scorings and a is runs[0] else None
         for item_id, item in a.items.items():
             other = b.items.get(item_id)
             if usable(item) and usable(other):
                 assert other is not None
-                pairs.append(pair(item, other))
+                pairs.append(pair(item, other, scoring.items.get(item_id) if scoring else None))
     return Calibration(runs=len(runs), pairs=tuple(pairs))
 
 
@@ -152,8 +191,9 @@ def shifted(rows: Floats, delta: float) -> Floats:
     max(its null value, δ) (Jensen, conditioning on either part); the text and prompt statistics
     are left as they are (a substitution need not change them). Conservative for the distance."""
     out: Floats = rows.copy()
-    out[:, 0] = rows[:, 0] + delta
-    out[:, 1] = np.maximum(rows[:, 1], delta)
+    for signed, absolute in ((0, 1), (4, 5)):
+        out[:, signed] = rows[:, signed] + delta
+        out[:, absolute] = np.maximum(rows[:, absolute], delta)
     return out
 
 

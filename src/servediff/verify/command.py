@@ -57,6 +57,11 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
         help="most tokens the requests may generate, each counted as max_tokens before it is sent "
         "(default 200000)",
     )  # fmt: skip
+    p.add_argument(
+        "--score-api", choices=("llama-cpp-python", "vllm", "sglang"),
+        help="how the endpoint scores the reference's completions teacher-forced, where --reference "
+        "holds scoring records (default: theirs, else vllm)",
+    )  # fmt: skip
     p.add_argument("--concurrency", type=in_flight, default=1, help="requests per round (default 1)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the item order and the plan (default 0)")
     p.add_argument("--simulations", type=positive_int, default=200, help="simulated audits per plan row")
@@ -109,10 +114,19 @@ def _test(args: argparse.Namespace, ref: Reference, settings: Settings, the_plan
         base_url=args.base_url, model=args.model, concurrency=settings.concurrency, timeout_s=args.timeout
     )
     engine = HTTPEngine(options, label="endpoint")
+    scorer = None
+    if ref.scorings:
+        from servediff.engines.http_scorer import HTTPScorer, ScoreOptions
+
+        api = args.score_api or ref.score_api() or "vllm"
+        scorer = HTTPScorer(options, ScoreOptions(api=api), label="endpoint")
     try:
-        progress = procedure.send_rounds(engine, ref, settings, procedure.planned(the_plan, settings.delta))
+        stop_at = procedure.planned(the_plan, settings.delta)
+        progress = procedure.send_rounds(engine, scorer, ref, settings, stop_at)
     finally:
         engine.close()
+        if scorer is not None:
+            scorer.close()
     # A base URL may carry credentials (user:key@host): the result keeps it redacted.
     where = (redact_text(engine.base_url), engine.model)
     return procedure.conclude(ref, settings, the_plan, progress, where)

@@ -10,6 +10,7 @@ request the endpoint fails is an engine error (exit 2), never evidence.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from servediff.commands.grammar import UsageError
 from servediff.compare import verify as stats
 from servediff.compare.stats.conformal import Floats, first_crossing, log_wealth_path, simulate
 from servediff.records import Item, Run, read_run
+from servediff.redaction import redact_text
 from servediff.types import Completion, Sample, SamplingParams
 from servediff.verify import result as out
 
@@ -44,12 +46,20 @@ class Settings:
 @dataclass(frozen=True, slots=True)
 class Reference:
     paths: tuple[Path, ...]
-    runs: tuple[Run, ...]
+    runs: tuple[Run, ...]  # generation runs, the one the scorings score first
+    scorings: tuple[Run, ...]  # teacher-forced scorings of runs[0]'s completions, if any
     calibration: stats.Calibration
 
     @property
     def first(self) -> Run:
         return self.runs[0]
+
+    def score_api(self) -> str | None:
+        """The scoring API the reference's scoring records used, where they name one."""
+        apis = {
+            str(r.header.engine.get("score_api")) for r in self.scorings if r.header.engine.get("score_api")
+        }
+        return apis.pop() if len(apis) == 1 else None
 
     def tokens_per_request(self) -> float:
         counts = [len(i.logprobs or i.tokens or []) for i in self.first.items.values() if stats.usable(i)]
@@ -58,24 +68,45 @@ class Reference:
 
 def load(paths: Sequence[Path]) -> Reference:
     """The reference's runs and their calibration; a usage error (one line) when they cannot be
-    one: fewer than two, other prompts, or not greedy."""
-    if len(paths) < 2:
+    one: fewer than two generation runs, other prompts, not greedy, or scoring records of
+    completions that are not among them."""
+    read = [(p, read_run(p)) for p in paths]
+    scorings = [(p, r) for p, r in read if r.header.suite.name.startswith("score:")]
+    gens = [(p, r) for p, r in read if not r.header.suite.name.startswith("score:")]
+    if len(gens) < 2:
         raise UsageError(
-            f"--reference: {len(paths)} record given; verify needs at least 2 runs of the reference "
-            "configuration to learn its own nondeterminism (e.g. servediff run ... --repeat 2, one of "
-            "them at --concurrency 8)"
+            f"--reference: {len(gens)} generation run given; verify needs at least 2 runs of the "
+            "reference configuration to learn its own nondeterminism (e.g. servediff run ... "
+            "--repeat 2, one of them at --concurrency 8)"
         )
-    runs = tuple(read_run(p) for p in paths)
-    head = runs[0].header
-    for path, run in zip(paths, runs, strict=True):
+    head = gens[0][1].header
+    for path, run in gens:
         if run.header.suite.content_sha256 != head.suite.content_sha256:
-            raise UsageError(f"{path}: suite: other prompts than {paths[0]}'s")
+            raise UsageError(f"{path}: suite: other prompts than {gens[0][0]}'s")
         if run.header.sampling.temperature != 0:
             raise UsageError(f"{path}: sampling.temperature: verify compares greedy runs (temperature 0)")
-    calibration = stats.calibrate(runs)
+    gens = _scored_first(gens, scorings)
+    runs = tuple(r for _, r in gens)
+    calibration = stats.calibrate(runs, tuple(r for _, r in scorings))
     if not calibration.pairs:
         raise UsageError(f"--reference: the runs share no item answered without error ({paths[0]})")
-    return Reference(tuple(paths), runs, calibration)
+    return Reference(tuple(p for p, _ in gens + scorings), runs, tuple(r for _, r in scorings), calibration)
+
+
+def _scored_first(gens: list[tuple[Path, Run]], scorings: list[tuple[Path, Run]]) -> list[tuple[Path, Run]]:
+    """The generation runs with the one the scoring records score (``servediff run --score
+    RUN``: its suite version names the run's id) first."""
+    for path, scoring in scorings:
+        scored = scoring.header.suite.version.rpartition(":on-policy:")[2]
+        if ":on-policy:" not in scoring.header.suite.version:
+            raise UsageError(
+                f"{path}: suite.version: not an on-policy scoring of a reference run's completions"
+            )
+        match = [k for k, (_, r) in enumerate(gens) if scored in (r.header.run_id, r.header.label)]
+        if not match:
+            raise UsageError(f"{path}: suite.version: scores run {scored!r}, not one of the reference's runs")
+        gens = [gens[match[0]], *(g for k, g in enumerate(gens) if k != match[0])]
+    return gens
 
 
 def plan(ref: Reference, s: Settings) -> out.Plan:
@@ -155,39 +186,82 @@ class Progress:
     requests_sent: int = 0
     tokens_reserved: int = 0
     tokens_generated: int = 0
+    # Why the endpoint gives no teacher-forced scores, where the reference has some and the
+    # endpoint refused the first (a signal it does not provide, not an error).
+    scoring_refused: str | None = None
 
 
-def send_rounds(engine: Any, ref: Reference, s: Settings, stop_at: int | None) -> Progress:
-    """Send rounds of ``s.concurrency`` requests until the test crosses, the plan's count is
-    reached, or the budget or the items run out. ``engine``: an ``HTTPEngine``."""
-    from servediff.engines import EngineError
-
+def send_rounds(engine: Any, scorer: Any, ref: Reference, s: Settings, stop_at: int | None) -> Progress:
+    """Send rounds of ``s.concurrency`` items until the test crosses, the plan's count is
+    reached, or the budget or the items run out. ``engine``: an ``HTTPEngine``; ``scorer``: an
+    ``HTTPScorer`` when the reference has scoring records (one more request per item, one token)."""
     params = params_of(ref.first)
     nulls = ref.calibration.nulls()
     queue = order(ref, s.seed)
     progress = Progress(pairs=[])
     while queue:
+        per_item = (1 + (scorer is not None), params.max_tokens + (scorer is not None))
         room = min(
-            s.budget_requests - progress.requests_sent,
-            (s.budget_tokens - progress.tokens_reserved) // params.max_tokens,
+            (s.budget_requests - progress.requests_sent) // per_item[0],
+            (s.budget_tokens - progress.tokens_reserved) // per_item[1],
         )
         size = min(s.concurrency, room, len(queue))
         if size <= 0:
             break
         batch, queue = queue[:size], queue[size:]
-        progress.requests_sent += size
-        progress.tokens_reserved += size * params.max_tokens
+        progress.requests_sent += size * per_item[0]
+        progress.tokens_reserved += size * per_item[1]
         done = _answers(engine, batch, params)
+        forced = _scores(scorer, batch, progress) if scorer is not None else {}
         for item in batch:
-            c = done.get(item.id)
-            if c is None or c.error is not None:
-                raise EngineError(f"{engine.base_url}: item {item.id!r}: {c.error if c else 'no answer'}")
+            c = _checked(engine, item, done)
             progress.tokens_generated += c.n_tokens or 0
-            progress.pairs.append(stats.pair(item, _as_item(c, item.input)))
+            progress.pairs.append(stats.pair(item, _as_item(c, item.input), forced.get(item.id)))
+        if scorer is not None and progress.scoring_refused:
+            scorer = None
         path, _ = log_wealth_path(_rows(progress.pairs), nulls)
         if first_crossing(path, s.alpha).rejected or (stop_at is not None and len(progress.pairs) >= stop_at):
             break
     return progress
+
+
+def _checked(engine: Any, item: Item, done: dict[str, Completion]) -> Completion:
+    from servediff.engines import EngineError
+
+    c = done.get(item.id)
+    if c is None or c.error is not None:
+        raise EngineError(f"{engine.base_url}: item {item.id!r}: {c.error if c else 'no answer'}")
+    return c
+
+
+def _scores(scorer: Any, batch: Sequence[Item], progress: Progress) -> dict[str, Item]:
+    """The endpoint's teacher-forced scores of the reference's completions after their prompts.
+    A refusal of the first round is the endpoint not giving this signal; a failure later is an
+    engine error."""
+    from servediff.engines import EngineError
+
+    samples = [
+        dataclasses.replace(sample_of(i), metadata={"continuation_ids": list(i.token_ids or [])})
+        for i in batch
+    ]
+    done: dict[str, Completion] = {}
+    try:
+        scorer.generate(
+            samples, SamplingParams(max_tokens=1, top_logprobs=1), lambda c: done.__setitem__(c.item_id, c)
+        )
+    except EngineError as exc:  # e.g. a server that cannot render the chat prompt into ids
+        if progress.pairs:
+            raise
+        progress.scoring_refused = str(exc)
+        return {}
+    answers = [done.get(i.id) for i in batch]
+    failed = ["no answer" if c is None else c.error for c in answers if c is None or c.error]
+    if failed and not progress.pairs:
+        progress.scoring_refused = failed[0] or "no answer"
+        return {}
+    if failed:
+        raise EngineError(f"{scorer.base_url}: teacher-forced scoring: {failed[0]}")
+    return {k: _as_item(c, None) for k, c in done.items()}
 
 
 def _answers(engine: Any, batch: Sequence[Item], params: SamplingParams) -> dict[str, Completion]:
@@ -200,18 +274,35 @@ def _rows(pairs: Sequence[stats.Pair]) -> Floats:
     return np.array([p.values for p in pairs], dtype=np.float64).reshape(-1, len(stats.STATISTICS))
 
 
-def signals(ref: Reference, pairs: Sequence[stats.Pair] | None) -> list[out.Signal]:
+def signals(ref: Reference, progress: Progress | None) -> list[out.Signal]:
     available = ref.calibration.available()
-    seen = _rows(pairs) if pairs is not None else None
-    return [
-        out.Signal(
-            statistic=name,
-            what=stats.SIGNALS[name],
-            reference=available[name],
-            endpoint=None if seen is None else bool((~np.isnan(seen[:, k])).any()),
+    seen = _rows(progress.pairs) if progress is not None else None
+    refused = progress.scoring_refused if progress is not None else None
+    out_: list[out.Signal] = []
+    for k, name in enumerate(stats.STATISTICS):
+        note = None
+        if name.startswith("scored_"):
+            if not ref.scorings:
+                note = NO_SCORINGS
+            elif refused:
+                note = f"the endpoint did not score: {redact_text(refused)[:300]}"
+        endpoint = None if seen is None else bool((~np.isnan(seen[:, k])).any())
+        out_.append(
+            out.Signal(
+                statistic=name,
+                what=stats.SIGNALS[name],
+                reference=available[name],
+                endpoint=endpoint,
+                note=note,
+            )
         )
-        for k, name in enumerate(stats.STATISTICS)
-    ]
+    return out_
+
+
+NO_SCORINGS = (
+    "the reference has no scoring records: score its first run's completions on the reference "
+    "configuration (servediff run --score REF1.jsonl --engine http --score-api vllm ...) and add them"
+)
 
 
 def conclude(
@@ -257,7 +348,7 @@ def conclude(
         calibration_pairs=len(ref.calibration.pairs),
         endpoint=where[0],
         model=where[1],
-        signals=signals(ref, progress.pairs),
+        signals=signals(ref, progress),
         plan=the_plan,
         planned_requests=n_planned,
         requests_at_stop=stop.n,

@@ -24,6 +24,7 @@ class Signal(_Model):
     what: str
     reference: bool  # the reference's runs recorded it (so it has a null)
     endpoint: bool | None  # the endpoint gave it on some request (None: not asked yet: a plan)
+    note: str | None = None  # why it is unavailable, where that needs saying
 
 
 class PlanRow(_Model):

@@ -52,7 +52,8 @@ def _signal(s: Signal) -> Item:
         state, tone = "unavailable (the endpoint did not give it)", None
     else:
         state, tone = "used" if s.endpoint else "available", "good"
-    return Item(spans(f"{s.statistic}: {s.what}: {state}"), tone=tone)
+    note = f" — {s.note}" if s.note else ""
+    return Item(spans(f"{s.statistic}: {s.what}: {state}{note}"), tone=tone)
 
 
 def _evidence(e: Evidence | None) -> list[Block]:
