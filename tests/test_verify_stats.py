@@ -5,6 +5,7 @@ per-request statistics on constructed items."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -71,14 +72,28 @@ def test_a_shift_is_detected_and_a_larger_one_sooner() -> None:
     assert np.median(large) < np.median(small)
 
 
+def _pairs(n: int, seed: int) -> list[verify.Pair]:
+    """Calibration pairs with a noisy null: 20 shared tokens each, d ~ N(0, 0.02)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(n):
+        diffs = tuple(float(x) for x in rng.normal(0, 0.02, 20))
+        values = (float(np.mean(diffs)), float(np.mean(np.abs(diffs))), 0.0, 0.0, math.nan, math.nan)
+        out.append(verify.Pair(str(k), values, diffs, (), 20, 20, 20, True, (5, 5)))
+    return out
+
+
 def test_simulated_plan_false_alarms_and_power_from_one_calibration() -> None:
-    rng = np.random.default_rng(4)
-    rows = np.column_stack([rng.normal(0, 0.01, 400), np.abs(rng.normal(0, 0.02, 400)), np.full(400, np.nan)])
-    rows = np.column_stack([rows, np.zeros(400), np.full((400, 2), np.nan)])
-    null = simulate(rows, verify.shifted, 0.0, 0.05, 100, 200, seed=0)
+    pairs = _pairs(400, seed=4)
+    rows = np.array([p.values for p in pairs])
+    null = simulate(rows, lambda _: rows, verify.nulls, 0.05, 100, 200, seed=0)
     assert null.rejected_by[-1] <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 200)
-    near = simulate(rows, verify.shifted, 0.01, 0.05, 100, 200, seed=0).requests_for(0.95)
-    far = simulate(rows, verify.shifted, 0.05, 0.05, 100, 200, seed=0).requests_for(0.95)
+
+    def needs(delta: float) -> int | None:
+        moved = functools.partial(verify.alternative, pairs, delta)
+        return simulate(rows, moved, verify.nulls, 0.05, 100, 200, seed=0).requests_for(0.95)
+
+    near, far = needs(0.01), needs(0.05)
     assert far is not None and near is not None and far < near
 
 
@@ -122,7 +137,7 @@ def test_teacher_forced_statistics_cover_every_token_of_the_reference() -> None:
     other = _item("xbcd", [7, 2, 3, 4], [-0.5, -0.2, -0.3, -0.4])  # diverged at the first token
     scored = _item("abcd", [1, 2, 3, 4], [-0.3, -0.4, -0.1, -0.4])
     values = verify.pair(ref, other, scored).values
-    assert values[0] == 0.0  # no shared prefix to compare
+    assert math.isnan(values[0]) and math.isnan(values[1])  # no shared token: not compared
     assert values[4] == pytest.approx((0.2 + 0.2 - 0.2 + 0.0) / 4)
     assert values[5] == pytest.approx(0.6 / 4)
     wrong = _item("abce", [1, 2, 3, 5], [-0.3, -0.4, -0.1, -0.4])  # another sequence was scored

@@ -11,6 +11,7 @@ request the endpoint fails is an engine error (exit 2), never evidence.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -115,10 +116,12 @@ def plan(ref: Reference, s: Settings) -> out.Plan:
     rows = ref.calibration.rows()
     horizon = min(PLAN_HORIZON, s.budget_requests)
     per_request = ref.tokens_per_request()
-    null = simulate(rows, stats.shifted, 0.0, s.alpha, horizon, s.simulations, s.seed)
+    pairs = ref.calibration.pairs
+    null = simulate(rows, lambda _: rows, stats.nulls, s.alpha, horizon, s.simulations, s.seed)
     plan_rows = []
     for delta in sorted({*PLAN_DELTAS, s.delta}):
-        sim = simulate(rows, stats.shifted, delta, s.alpha, horizon, s.simulations, s.seed)
+        moved = functools.partial(stats.alternative, pairs, delta)
+        sim = simulate(rows, moved, stats.nulls, s.alpha, horizon, s.simulations, s.seed)
         n = sim.requests_for(s.power)
         plan_rows.append(
             out.PlanRow(

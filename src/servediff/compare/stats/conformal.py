@@ -97,14 +97,14 @@ def first_crossing(path: Floats, alpha: float) -> Stop:
     return Stop(len(path), False, float(path[-1]) if len(path) else 0.0)
 
 
-Shift = Callable[[Floats, float], Floats]
+Alternative = Callable[[np.random.Generator], Floats]
+Nulls = Callable[[Floats], list[Floats]]
 
 
 @dataclass(frozen=True, slots=True)
 class Simulated:
     """``runs`` simulated audits at one shift: the share that rejected by each request count."""
 
-    delta: float
     runs: int
     rejected_by: Floats  # rejected_by[n-1]: share of runs rejected within n requests
 
@@ -115,25 +115,26 @@ class Simulated:
 
 
 def simulate(
-    pairs: Floats, shift: Shift, delta: float, alpha: float, horizon: int, runs: int, seed: int
+    rows: Floats, alternative: Alternative, nulls: Nulls, alpha: float, horizon: int, runs: int, seed: int
 ) -> Simulated:
-    """Audits simulated from the calibration alone. ``pairs``: one row per calibration pair, one
-    column per statistic. Each run splits the rows at random into a calibration half and a
-    held-out half; the endpoint's requests are drawn (with replacement) from the held-out half,
-    moved by ``shift(rows, delta)`` (δ = 0: no shift, which measures false alarms), and tested
-    against the calibration half. Splitting keeps each simulated request out of the null it is
-    tested against, as a real endpoint's request is; the null is then half the size the real test
-    uses, which makes the plan a little pessimistic."""
+    """Audits simulated from the calibration alone. ``rows``: one row per calibration pair, one
+    column per statistic; ``alternative(rng)``: the same rows as the alternative would move them
+    (``rows`` themselves for no shift, which measures false alarms); ``nulls(rows)``: each
+    tested statistic's sorted calibration values. Each run splits the rows at random into a
+    calibration half and a held-out half; the endpoint's requests are drawn (with replacement)
+    from the held-out half of the alternative's rows and tested against the calibration half.
+    Splitting keeps each simulated request out of the null it is tested against, as a real
+    endpoint's request is; the null is then half the size the real test uses, which makes the
+    plan a little pessimistic."""
     rng = np.random.default_rng(seed)
-    n_rows = len(pairs)
+    n_rows = len(rows)
     first = np.full(runs, horizon + 1)
     for r in range(runs):
         order = rng.permutation(n_rows)
-        cal, held = pairs[order[: n_rows // 2]], pairs[order[n_rows // 2 :]]
-        nulls = [np.sort(col[~np.isnan(col)]) for col in cal.T]
-        draws = shift(held[rng.integers(0, len(held), size=horizon)], delta)
-        stop = first_crossing(log_wealth_path(draws, nulls)[0], alpha)
+        cal, held = order[: n_rows // 2], order[n_rows // 2 :]
+        draws = alternative(rng)[held[rng.integers(0, len(held), size=horizon)]]
+        stop = first_crossing(log_wealth_path(draws, nulls(rows[cal]))[0], alpha)
         if stop.rejected:
             first[r] = stop.n
     by = np.array([(first <= n).mean() for n in range(1, horizon + 1)], dtype=np.float64)
-    return Simulated(delta, runs, by)
+    return Simulated(runs, by)
