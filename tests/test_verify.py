@@ -194,8 +194,10 @@ def test_one_reference_run_is_refused_with_one_line(
 def test_plan_sends_nothing_and_says_what_each_shift_needs(
     reference: list[Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    code = main(["verify", "--reference", *map(str, reference), "--plan", "--md", str(tmp_path / "p.md")])
-    assert code == 0
+    argv = ["--plan", "--md", str(tmp_path / "p.md"), "--html", str(tmp_path / "p.html")]
+    assert main(["verify", "--reference", *map(str, reference), *argv]) == 0
     md = (tmp_path / "p.md").read_text()
+    html = (tmp_path / "p.html").read_text()
+    assert "<table" in html and "δ (nat/token)" in html
     assert "| δ (nat/token) | requests for power 0.95 |" in md
     assert "false alarms with no shift: 0.0%" in md

@@ -142,6 +142,11 @@ def test_teacher_forced_statistics_cover_every_token_of_the_reference() -> None:
     assert values[5] == pytest.approx(0.6 / 4)
     wrong = _item("abce", [1, 2, 3, 5], [-0.3, -0.4, -0.1, -0.4])  # another sequence was scored
     assert math.isnan(verify.pair(ref, other, wrong).values[4])
+    # the same ids, other token texts: the ids were retokenized and split the text otherwise
+    split = Item(
+        **{**{f: getattr(scored, f) for f in scored.__struct_fields__}, "logprobs": [("ab", -0.3, [])] * 4}
+    )
+    assert math.isnan(verify.pair(ref, other, split).values[4])
 
 
 def test_a_side_without_prompt_tokens_or_logprobs_leaves_those_statistics_out() -> None:

@@ -116,8 +116,13 @@ def scored_diffs(reference: Item, scored: Item | None) -> list[float] | None:
         return None
     if reference.token_ids is None or scored.token_ids != reference.token_ids:
         return None  # another sequence was scored: nothing to pair position by position
-    n = min(len(reference.logprobs), len(scored.logprobs))
-    return [float(reference.logprobs[i][1]) - float(scored.logprobs[i][1]) for i in range(n)]
+    # Ids retokenized from the text (a server that names no ids) may split it otherwise than the
+    # generation did: then the logprobs are not of the same tokens, position by position.
+    if len(scored.logprobs) != len(reference.logprobs):
+        return None
+    if any(a[0] != b[0] for a, b in zip(reference.logprobs, scored.logprobs, strict=True)):
+        return None
+    return [float(a[1]) - float(b[1]) for a, b in zip(reference.logprobs, scored.logprobs, strict=True)]
 
 
 def pair(reference: Item, other: Item, scored: Item | None = None) -> Pair:

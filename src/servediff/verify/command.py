@@ -68,12 +68,13 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--timeout", type=positive_int, default=600, help="seconds per request (default 600)")
     p.add_argument("--plan", action="store_true", help="only plan from the reference: send nothing")
     p.add_argument("--out", type=output_file, help="write the result here (JSON)")
-    p.add_argument("--md", type=output_file, help="write the Markdown section here")
+    p.add_argument("--md", type=output_file, help="write the Markdown page here")
+    p.add_argument("--html", type=output_file, help="write the HTML page here (one self-contained file)")
 
 
 def main(args: argparse.Namespace) -> int:
     from servediff.commands.grammar import UsageError
-    from servediff.report.render import verify_markdown
+    from servediff.report.render import verify_html, verify_markdown
     from servediff.verify import procedure
     from servediff.verify.result import write
 
@@ -100,6 +101,8 @@ def main(args: argparse.Namespace) -> int:
         write(result, args.out)
     if args.md:
         args.md.write_text(md, encoding="utf-8")
+    if args.html:
+        args.html.write_text(verify_html(result), encoding="utf-8")
     print(md)
     print(f"verify: {result.line} (exit {result.exit_code})", file=sys.stderr)
     return result.exit_code
