@@ -88,6 +88,8 @@ def test_simulated_plan_false_alarms_and_power_from_one_calibration() -> None:
     rows = np.array([p.values for p in pairs])
     null = simulate(rows, lambda _: rows, verify.nulls, 0.05, 100, 200, seed=0)
     assert null.rejected_by[-1] <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 200)
+    once = simulate(rows, lambda _: rows, verify.nulls, 0.05, 1000, 200, seed=0, replace=False)
+    assert len(once.rejected_by) == 200  # each of the 200 held-out rows sent once, no more
 
     def needs(delta: float) -> int | None:
         moved = functools.partial(verify.alternative, pairs, delta)

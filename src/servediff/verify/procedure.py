@@ -117,7 +117,8 @@ def plan(ref: Reference, s: Settings) -> out.Plan:
     horizon = min(PLAN_HORIZON, s.budget_requests)
     per_request = ref.tokens_per_request()
     pairs = ref.calibration.pairs
-    null = simulate(rows, lambda _: rows, stats.nulls, s.alpha, horizon, s.simulations, s.seed)
+    # False alarms as a real audit meets them: each held-out item at most once.
+    null = simulate(rows, lambda _: rows, stats.nulls, s.alpha, horizon, s.simulations, s.seed, replace=False)
     plan_rows = []
     for delta in sorted({*PLAN_DELTAS, s.delta}):
         moved = functools.partial(stats.alternative, pairs, delta)
@@ -137,6 +138,7 @@ def plan(ref: Reference, s: Settings) -> out.Plan:
         runs=s.simulations,
         horizon=horizon,
         false_alarms=float(null.rejected_by[-1]),
+        false_alarm_requests=len(null.rejected_by),
         tokens_per_request=per_request,
         rows=plan_rows,
     )

@@ -42,7 +42,8 @@ class Plan(_Model):
     power: float
     runs: int  # simulated audits per row
     horizon: int  # requests simulated per audit
-    false_alarms: float  # share of the unshifted audits that said "differs" within the horizon
+    false_alarms: float  # share of the unshifted audits that said "differs"
+    false_alarm_requests: int  # over this many requests each (the held-out items, each once)
     tokens_per_request: float
     rows: list[PlanRow]
 

@@ -115,7 +115,14 @@ class Simulated:
 
 
 def simulate(
-    rows: Floats, alternative: Alternative, nulls: Nulls, alpha: float, horizon: int, runs: int, seed: int
+    rows: Floats,
+    alternative: Alternative,
+    nulls: Nulls,
+    alpha: float,
+    horizon: int,
+    runs: int,
+    seed: int,
+    replace: bool = True,
 ) -> Simulated:
     """Audits simulated from the calibration alone. ``rows``: one row per calibration pair, one
     column per statistic; ``alternative(rng)``: the same rows as the alternative would move them
@@ -125,14 +132,24 @@ def simulate(
     from the held-out half of the alternative's rows and tested against the calibration half.
     Splitting keeps each simulated request out of the null it is tested against, as a real
     endpoint's request is; the null is then half the size the real test uses, which makes the
-    plan a little pessimistic."""
+    plan a little pessimistic.
+
+    ``replace=False`` draws each held-out row at most once (the horizon is then at most the
+    held-out half), as a real audit sends each reference item at most once; that is how false
+    alarms are measured. Drawing with replacement extrapolates past the reference's items (what a
+    plan for small shifts needs), but repeats the few held-out rows, and any chance difference
+    between the two halves then builds up like a real shift: measured at α 0.01 on a 50-pair CPU
+    calibration, 1.4 % false alarms with replacement over 400 requests."""
     rng = np.random.default_rng(seed)
     n_rows = len(rows)
+    if not replace:
+        horizon = min(horizon, n_rows - n_rows // 2)
     first = np.full(runs, horizon + 1)
     for r in range(runs):
         order = rng.permutation(n_rows)
         cal, held = order[: n_rows // 2], order[n_rows // 2 :]
-        draws = alternative(rng)[held[rng.integers(0, len(held), size=horizon)]]
+        picked = held[rng.integers(0, len(held), size=horizon)] if replace else held[:horizon]
+        draws = alternative(rng)[picked]
         stop = first_crossing(log_wealth_path(draws, nulls(rows[cal]))[0], alpha)
         if stop.rejected:
             first[r] = stop.n

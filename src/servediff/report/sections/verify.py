@@ -91,7 +91,8 @@ def _plan(p: Plan) -> list[Block]:
         )
     note = (
         f"{p.runs} simulated audits per row, up to {p.horizon} requests each, at α {p.alpha:g}; "
-        f"false alarms with no shift: {p.false_alarms:.1%}; "
+        f"false alarms with no shift: {p.false_alarms:.1%} (each audit sending the "
+        f"{p.false_alarm_requests} held-out items once); "
         f"{p.tokens_per_request:.0f} tokens per request on average. — : power {p.power:g} not "
         f"reached within {p.horizon} requests."
     )
