@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from servediff.cli import main
+from servediff.compare.verify_result import read
 from servediff.engines.llama_server import find_tool, has_tool
-from servediff.verify.result import read
 
 from .conftest import free_port
 
@@ -138,6 +138,18 @@ def test_a_coarser_quantisation_is_caught(
     assert (code, r["verdict"]) == (1, "differs"), r["line"]
     assert r["evidence"]["shape"] == "precision change"  # type: ignore[index]
     assert r["evidence"]["prompt_mismatches"] == 0  # type: ignore[index]
+
+
+def test_the_report_lays_out_a_verify_result_among_its_checks(
+    reference: list[Path], servers: dict[str, Server], tmp_path: Path
+) -> None:
+    code, r = verify(reference, tmp_path, "--base-url", servers["q2"].url)
+    md = tmp_path / "report.md"
+    argv = ["report", *map(str, reference), "--verify", str(tmp_path / "verify.json"), "--md", str(md)]
+    assert main(argv) == 0
+    text = md.read_text()
+    assert "## Is the endpoint serving the reference configuration?" in text
+    assert str(r["line"]) in text.replace("\\", "")
 
 
 def test_another_chat_template_is_caught_and_named(

@@ -31,11 +31,11 @@ from pydantic import BaseModel
 
 from servediff.compare.audit import AuditAnalysis
 from servediff.compare.comparison import DivergenceViews
+from servediff.compare.verify_result import VerifyResult
 from servediff.gate.result import GateReport
 from servediff.report import figures, fmt, html_doc, markdown_doc, mdtext, sections, wording
 from servediff.report.model import Report
 from servediff.report.sections import audit, verify
-from servediff.verify.result import VerifyResult
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
 

@@ -19,8 +19,8 @@ from servediff.argtypes import fraction, in_flight, output_file, positive_float,
 from servediff.commands.grammar import Parser
 
 if TYPE_CHECKING:
+    from servediff.compare.verify_result import Plan, VerifyResult
     from servediff.verify.procedure import Reference, Settings
-    from servediff.verify.result import Plan, VerifyResult
 
 NAME = "verify"
 HELP = "test whether an endpoint serves the reference configuration, against its own noise (exit 0/1/2)"
@@ -74,9 +74,9 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from servediff.commands.grammar import UsageError
+    from servediff.compare.verify_result import write
     from servediff.report.render import verify_html, verify_markdown
     from servediff.verify import procedure
-    from servediff.verify.result import write
 
     if not args.plan and not args.base_url:
         raise UsageError("verify: give --base-url (the endpoint), or --plan to plan only")

@@ -22,11 +22,11 @@ import numpy as np
 
 from servediff.commands.grammar import UsageError
 from servediff.compare import verify as stats
+from servediff.compare import verify_result as out
 from servediff.compare.stats.conformal import Floats, first_crossing, log_wealth_path, simulate
 from servediff.records import Item, Run, read_run
 from servediff.redaction import redact_text
 from servediff.types import Completion, Sample, SamplingParams
-from servediff.verify import result as out
 
 PLAN_DELTAS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 PLAN_HORIZON = 400  # requests simulated per audit: past it a plan says "more than 400"

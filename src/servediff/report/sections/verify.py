@@ -3,15 +3,23 @@ evidence of a shift, laid out by the report's Markdown and HTML backends.
 
     servediff verify --reference ref1.jsonl ref2.jsonl --base-url URL --md verify.md
 
-Everything here is worded from ``verify.result.VerifyResult`` (the file ``--out`` writes);
-nothing is computed. Like the audit, verify is its own page: ``blocks`` takes its result.
+Everything here is worded from ``compare.verify_result.VerifyResult`` (the file ``--out``
+writes); nothing is computed. ``blocks`` lays out one result (``servediff verify --md``, a page of
+its own, as the audit's); ``section`` lays out those a report was given
+(``servediff report runs/*.jsonl --verify verify.json``), registered in ``sections``.
 """
 
 from __future__ import annotations
 
+from servediff.compare.verify_result import Evidence, Plan, Signal, VerifyResult
 from servediff.report import fmt
 from servediff.report.document import Block, Bullets, Cell, Heading, Item, Paragraph, Table, Tone, cell, spans
-from servediff.verify.result import Evidence, Plan, Signal, VerifyResult
+from servediff.report.model import Report
+
+
+def section(report: Report) -> tuple[Block, ...]:
+    """The verify results given to ``servediff report``, one after another."""
+    return tuple(b for r in report.verify for b in blocks(r))
 
 
 def blocks(r: VerifyResult) -> tuple[Block, ...]:

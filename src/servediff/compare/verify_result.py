@@ -2,6 +2,10 @@
 the evidence, validated by pydantic at the file boundary so that the report reads it back as typed.
 
     servediff verify --reference ref1.jsonl ref2.jsonl --base-url URL --out verify.json
+    servediff report runs/*.jsonl --verify verify.json
+
+Here in ``compare/`` (not beside the command) because the report lays it out, and the report sits
+below the commands.
 """
 
 from __future__ import annotations
