@@ -144,6 +144,7 @@ def test_the_report_lays_out_a_verify_result_among_its_checks(
     reference: list[Path], servers: dict[str, Server], tmp_path: Path
 ) -> None:
     code, r = verify(reference, tmp_path, "--base-url", servers["q2"].url)
+    assert code == 1
     md = tmp_path / "report.md"
     argv = ["report", *map(str, reference), "--verify", str(tmp_path / "verify.json"), "--md", str(md)]
     assert main(argv) == 0
