@@ -196,6 +196,41 @@ def test_scoring_records_give_the_teacher_forced_null_and_an_endpoint_that_canno
     assert r["budget"]["requests_sent"] == r["requests_at_stop"] + 1  # type: ignore[index]
 
 
+def test_a_fresh_server_behind_a_key_is_tested_the_key_written_nowhere_and_a_still_null_warned(
+    reference: list[Path], servers: dict[str, Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = "sk-verify-test-0123456789abcdef"
+    keyed = Server(servers["q8"].model, tmp_path / "keyed.log", "--api-key", key)
+    try:
+        monkeypatch.delenv("VERIFY_KEY", raising=False)
+        # without the key the server refuses: an engine error, never a verdict
+        argv = [
+            "verify",
+            "--reference",
+            *map(str, reference),
+            "--base-url",
+            keyed.url,
+            "--api-key-env",
+            "VERIFY_KEY",
+        ]
+        assert main(argv) == 2
+        monkeypatch.setenv("VERIFY_KEY", key)
+        md = tmp_path / "v.md"
+        code, r = verify(
+            reference, tmp_path, "--base-url", keyed.url, "--api-key-env", "VERIFY_KEY", "--md", str(md)
+        )
+    finally:
+        keyed.stop()
+    assert key not in (tmp_path / "verify.json").read_text() and key not in md.read_text()
+    # The same file and flags on a fresh server: its prompt cache starts empty, its logprobs move
+    # a little, and the reference (short prompts, bit-identical runs) has no noise to absorb it.
+    # Measured: "differs" (a false alarm the warning predicts; a reference with noise in it, as in
+    # bench/verify_cpu.py, passes a fresh server 8 times in 8).
+    assert code in (0, 1) and r["verdict"] in ("consistent", "differs")
+    assert r["warnings"] and "never differed" in r["warnings"][0]  # type: ignore[index]
+    assert "Warning: the reference runs never differed" in md.read_text()
+
+
 def test_one_reference_run_is_refused_with_one_line(
     reference: list[Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -166,3 +166,13 @@ def test_shape_rules() -> None:
     assert verify.shape(template, null_prompt_mismatch=True) == "precision change"
     far = verify.evidence([verify.pair(_item("a", [1], [-0.1], 5), _item("b", [1], [-2.0], 5))])
     assert verify.shape(far, null_prompt_mismatch=False) == "different weights"
+
+
+def test_a_reference_that_never_moved_is_called_still() -> None:
+    ref = _item("ab", [1, 2], [-0.1, -0.2], prompt=5)
+    same = verify.Calibration(runs=2, pairs=(verify.pair(ref, ref),))
+    assert verify.still(same)
+    moved = _item("ab", [1, 2], [-0.1, -0.25], prompt=5)  # the same text, one logprob moved
+    assert not verify.still(
+        verify.Calibration(runs=2, pairs=(verify.pair(ref, ref), verify.pair(ref, moved)))
+    )

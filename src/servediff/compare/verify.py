@@ -194,6 +194,25 @@ def nulls(rows: Floats) -> list[Floats]:
     ]
 
 
+def still(cal: Calibration) -> bool:
+    """Whether the reference never moved: every tested value of every pair is 0 (same texts,
+    bit-identical logprobs). Then the null has no noise at all, and anything nondeterministic the
+    reference runs did not exercise reads as a substitution (measured: a fresh llama-server of the
+    same file and flags "differs" from two runs on one warm server, through its prompt cache)."""
+    rows = cal.rows()
+    tested = [k for k, s in enumerate(STATISTICS) if s in TESTED]
+    values = rows[:, tested]
+    return bool(len(values)) and bool(np.all(np.nan_to_num(values) == 0.0))
+
+
+STILL_WARNING = (
+    "the reference runs never differed (same texts, bit-identical logprobs): the null has no noise, "
+    "so anything that moves one logprob reads as 'differs' (on llama-server a fresh server's prompt "
+    "cache does). Make reference runs that vary as the endpoint will: a fresh server and a warm one, "
+    "under load, longer prompts"
+)
+
+
 def calibrate(runs: Sequence[Run], scorings: Sequence[Run] = ()) -> Calibration:
     """Pairs of the reference runs, each pair ordered as given, on the items both answered.
 

@@ -104,6 +104,7 @@ class VerifyResult(_Model):
     budget: Budget | None
     evidence: Evidence | None
     requests: list[Request]
+    warnings: list[str] = []
 
 
 def write(result: VerifyResult, path: Path) -> None:

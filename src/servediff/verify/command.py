@@ -65,6 +65,10 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--concurrency", type=in_flight, default=1, help="requests per round (default 1)")
     p.add_argument("--seed", type=seed, default=0, help="seed of the item order and the plan (default 0)")
     p.add_argument("--simulations", type=positive_int, default=200, help="simulated audits per plan row")
+    p.add_argument(
+        "--api-key-env", default="OPENAI_API_KEY",
+        help="environment variable holding the endpoint's API key (default OPENAI_API_KEY; never written)",
+    )  # fmt: skip
     p.add_argument("--timeout", type=positive_int, default=600, help="seconds per request (default 600)")
     p.add_argument("--plan", action="store_true", help="only plan from the reference: send nothing")
     p.add_argument("--out", type=output_file, help="write the result here (JSON)")
@@ -89,6 +93,7 @@ def main(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         seed=args.seed,
         simulations=args.simulations,
+        api_key_env=args.api_key_env,
     )
     ref = procedure.load(args.reference)
     the_plan = procedure.plan(ref, settings)
@@ -114,7 +119,11 @@ def _test(args: argparse.Namespace, ref: Reference, settings: Settings, the_plan
     from servediff.verify import procedure
 
     options = HTTPOptions(
-        base_url=args.base_url, model=args.model, concurrency=settings.concurrency, timeout_s=args.timeout
+        base_url=args.base_url,
+        model=args.model,
+        concurrency=settings.concurrency,
+        timeout_s=args.timeout,
+        api_key_env=settings.api_key_env,
     )
     engine = HTTPEngine(options, label="endpoint")
     scorer = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,10 @@ class Settings:
     concurrency: int = 1
     seed: int = 0
     simulations: int = 200
+    api_key_env: str = "OPENAI_API_KEY"  # its value is blanked from anything the endpoint said
+
+    def redacted(self, text: str) -> str:
+        return redact_text(text, [os.environ.get(self.api_key_env) or ""])
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +222,7 @@ def send_rounds(engine: Any, scorer: Any, ref: Reference, s: Settings, stop_at: 
         progress.requests_sent += size * per_item[0]
         progress.tokens_reserved += size * per_item[1]
         done = _answers(engine, batch, params)
-        forced = _scores(scorer, batch, progress) if scorer is not None else {}
+        forced = _scores(scorer, batch, progress, s) if scorer is not None else {}
         for item in batch:
             c = _checked(engine, item, done)
             progress.tokens_generated += c.n_tokens or 0
@@ -239,7 +244,7 @@ def _checked(engine: Any, item: Item, done: dict[str, Completion]) -> Completion
     return c
 
 
-def _scores(scorer: Any, batch: Sequence[Item], progress: Progress) -> dict[str, Item]:
+def _scores(scorer: Any, batch: Sequence[Item], progress: Progress, s: Settings) -> dict[str, Item]:
     """The endpoint's teacher-forced scores of the reference's completions after their prompts.
     A refusal of the first round is the endpoint not giving this signal; a failure later is an
     engine error."""
@@ -257,15 +262,15 @@ def _scores(scorer: Any, batch: Sequence[Item], progress: Progress) -> dict[str,
     except EngineError as exc:  # e.g. a server that cannot render the chat prompt into ids
         if progress.pairs:
             raise
-        progress.scoring_refused = str(exc)
+        progress.scoring_refused = s.redacted(str(exc))
         return {}
     answers = [done.get(i.id) for i in batch]
     failed = ["no answer" if c is None else c.error for c in answers if c is None or c.error]
     if failed and not progress.pairs:
-        progress.scoring_refused = failed[0] or "no answer"
+        progress.scoring_refused = s.redacted(failed[0] or "no answer")
         return {}
     if failed:
-        raise EngineError(f"{scorer.base_url}: teacher-forced scoring: {failed[0]}")
+        raise EngineError(s.redacted(f"{scorer.base_url}: teacher-forced scoring: {failed[0]}"))
     return {k: _as_item(c, None) for k, c in done.items()}
 
 
@@ -290,7 +295,7 @@ def signals(ref: Reference, progress: Progress | None) -> list[out.Signal]:
             if not ref.scorings:
                 note = NO_SCORINGS
             elif refused:
-                note = f"the endpoint did not score: {redact_text(refused)[:300]}"
+                note = f"the endpoint did not score: {refused[:300]}"
         endpoint = None if seen is None else bool((~np.isnan(seen[:, k])).any())
         out_.append(
             out.Signal(
@@ -369,6 +374,7 @@ def conclude(
         ),
         evidence=out.Evidence(**_fields(e), shape=look),
         requests=[_request(x, p[i], float(path[i])) for i, x in enumerate(progress.pairs)],
+        warnings=warnings(ref),
     )
 
 
@@ -397,7 +403,12 @@ def plan_only(ref: Reference, s: Settings, the_plan: out.Plan) -> out.VerifyResu
         budget=None,
         evidence=None,
         requests=[],
+        warnings=warnings(ref),
     )
+
+
+def warnings(ref: Reference) -> list[str]:
+    return [stats.STILL_WARNING] if stats.still(ref.calibration) else []
 
 
 def planned(the_plan: out.Plan, delta: float) -> int | None:

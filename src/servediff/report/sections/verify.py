@@ -27,6 +27,7 @@ def blocks(r: VerifyResult) -> tuple[Block, ...]:
         Heading(2, spans("Is the endpoint serving the reference configuration?"), anchor="verify"),
         Paragraph(spans(r.line), look="note"),
         Paragraph(spans(_setting(r))),
+        *(Paragraph(spans(f"Warning: {w}."), look="warn") for w in r.warnings),
         Heading(3, spans("Signals")),
         Bullets(tuple(_signal(s) for s in r.signals)),
         *_evidence(r.evidence),
