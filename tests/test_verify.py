@@ -231,6 +231,18 @@ def test_a_fresh_server_behind_a_key_is_tested_the_key_written_nowhere_and_a_sti
     assert "Warning: the reference runs never differed" in md.read_text()
 
 
+def test_a_test_that_needs_more_requests_than_the_reference_has_items_is_inconclusive(
+    reference: list[Path], servers: dict[str, Server], tmp_path: Path
+) -> None:
+    # At α 1e-30 the plan needs more requests than the 20 prompts: each is sent once, then no more.
+    argv = ("--base-url", servers["q8"].url, "--alpha", "1e-30", "--concurrency", "4")
+    code, r = verify(reference, tmp_path, *argv)
+    assert (code, r["verdict"]) == (2, "inconclusive"), r["line"]
+    assert r["planned_requests"] is None or r["planned_requests"] > 20  # type: ignore[operator]
+    assert r["requests_at_stop"] == 20 and r["budget"]["requests_sent"] == 20  # type: ignore[index]
+    assert "the reference's 20 items ran out after 20 requests" in str(r["line"])
+
+
 def test_one_reference_run_is_refused_with_one_line(
     reference: list[Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -199,6 +199,7 @@ class Progress:
     # Why the endpoint gives no teacher-forced scores, where the reference has some and the
     # endpoint refused the first (a signal it does not provide, not an error).
     scoring_refused: str | None = None
+    ran_out: str = "the budget"  # what ended the requests when no verdict did
 
 
 def send_rounds(engine: Any, scorer: Any, ref: Reference, s: Settings, stop_at: int | None) -> Progress:
@@ -208,6 +209,7 @@ def send_rounds(engine: Any, scorer: Any, ref: Reference, s: Settings, stop_at: 
     params = params_of(ref.first)
     nulls = ref.calibration.nulls()
     queue = order(ref, s.seed)
+    items = len(queue)
     progress = Progress(pairs=[])
     while queue:
         per_item = (1 + (scorer is not None), params.max_tokens + (scorer is not None))
@@ -218,6 +220,8 @@ def send_rounds(engine: Any, scorer: Any, ref: Reference, s: Settings, stop_at: 
         size = min(s.concurrency, room, len(queue))
         if size <= 0:
             break
+        if size >= len(queue) and size <= room:
+            progress.ran_out = f"the reference's {items} items"
         batch, queue = queue[:size], queue[size:]
         progress.requests_sent += size * per_item[0]
         progress.tokens_reserved += size * per_item[1]
@@ -343,8 +347,8 @@ def conclude(
         verdict, look = "inconclusive", None
         need = f"{n_planned} requests" if n_planned is not None else f"more than {the_plan.horizon} requests"
         line = (
-            f"inconclusive: the budget ended after {stop.n} requests ({tokens} tokens); the plan needs "
-            f"{need} to detect {s.delta:g} nat/token with power {s.power:g}"
+            f"inconclusive: {progress.ran_out} ran out after {stop.n} requests ({tokens} tokens); the "
+            f"plan needs {need} to detect {s.delta:g} nat/token with power {s.power:g}"
         )
     return out.VerifyResult(
         verdict=verdict,
