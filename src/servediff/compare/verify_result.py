@@ -29,6 +29,7 @@ class Signal(_Model):
     reference: bool  # the reference's runs recorded it (so it has a null)
     endpoint: bool | None  # the endpoint gave it on some request (None: not asked yet: a plan)
     note: str | None = None  # why it is unavailable, where that needs saying
+    tested: bool = True  # False: reported as evidence only (compare.verify.TESTED)
 
 
 class PlanRow(_Model):

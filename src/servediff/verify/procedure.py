@@ -308,6 +308,7 @@ def signals(ref: Reference, progress: Progress | None) -> list[out.Signal]:
                 reference=available[name],
                 endpoint=endpoint,
                 note=note,
+                tested=name in stats.TESTED,
             )
         )
     return out_

@@ -62,7 +62,8 @@ def _signal(s: Signal) -> Item:
     else:
         state, tone = "used" if s.endpoint else "available", "good"
     note = f" — {s.note}" if s.note else ""
-    return Item(spans(f"{s.statistic}: {s.what}: {state}{note}"), tone=tone)
+    role = "" if s.tested else " (evidence only, not tested)"
+    return Item(spans(f"{s.statistic}: {s.what}: {state}{role}{note}"), tone=tone)
 
 
 def _evidence(e: Evidence | None) -> list[Block]:
