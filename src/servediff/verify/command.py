@@ -80,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
     from servediff.commands.grammar import UsageError
     from servediff.compare.verify_result import write
     from servediff.report.render import verify_html, verify_markdown
-    from servediff.verify import procedure
+    from servediff.verify import procedure, verdict
 
     if not args.plan and not args.base_url:
         raise UsageError("verify: give --base-url (the endpoint), or --plan to plan only")
@@ -97,10 +97,7 @@ def main(args: argparse.Namespace) -> int:
     )
     ref = procedure.load(args.reference)
     the_plan = procedure.plan(ref, settings)
-    if args.plan:
-        result = procedure.plan_only(ref, settings, the_plan)
-    else:
-        result = _test(args, ref, settings, the_plan)
+    result = verdict.plan_only(ref, settings, the_plan) if args.plan else _test(args, ref, settings, the_plan)
     md = verify_markdown(result)
     if args.out:
         write(result, args.out)
@@ -116,7 +113,7 @@ def main(args: argparse.Namespace) -> int:
 def _test(args: argparse.Namespace, ref: Reference, settings: Settings, the_plan: Plan) -> VerifyResult:
     from servediff.engines.openai_http import HTTPEngine, HTTPOptions
     from servediff.redaction import redact_text
-    from servediff.verify import procedure
+    from servediff.verify import procedure, verdict
 
     options = HTTPOptions(
         base_url=args.base_url,
@@ -133,7 +130,7 @@ def _test(args: argparse.Namespace, ref: Reference, settings: Settings, the_plan
         api = args.score_api or ref.score_api() or "vllm"
         scorer = HTTPScorer(options, ScoreOptions(api=api), label="endpoint")
     try:
-        stop_at = procedure.planned(the_plan, settings.delta)
+        stop_at = verdict.planned(the_plan, settings.delta)
         progress = procedure.send_rounds(engine, scorer, ref, settings, stop_at)
     finally:
         engine.close()
@@ -141,4 +138,4 @@ def _test(args: argparse.Namespace, ref: Reference, settings: Settings, the_plan
             scorer.close()
     # A base URL may carry credentials (user:key@host): the result keeps it redacted.
     where = (redact_text(engine.base_url), engine.model)
-    return procedure.conclude(ref, settings, the_plan, progress, where)
+    return verdict.conclude(ref, settings, the_plan, progress, where)
