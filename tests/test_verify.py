@@ -192,8 +192,8 @@ def test_scoring_records_give_the_teacher_forced_null_and_an_endpoint_that_canno
     assert signals["scored_shift"]["reference"] and signals["scored_shift"]["endpoint"] is False
     assert "did not score" in signals["scored_shift"]["note"]
     assert signals["logprob_shift"]["endpoint"] is True
-    # a request to score is counted in the budget: one more per item, until the refusal
-    assert r["budget"]["requests_sent"] == r["requests_at_stop"] + 1  # type: ignore[index]
+    # a scoring is counted in the budget (two requests: render the prompt, score), until the refusal
+    assert r["budget"]["requests_sent"] == r["requests_at_stop"] + 2  # type: ignore[index]
 
 
 def test_a_fresh_server_behind_a_key_is_tested_the_key_written_nowhere_and_a_still_null_warned(

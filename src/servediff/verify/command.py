@@ -121,6 +121,9 @@ def _test(args: argparse.Namespace, ref: Reference, settings: Settings, the_plan
         concurrency=settings.concurrency,
         timeout_s=args.timeout,
         api_key_env=settings.api_key_env,
+        # No /tokenize after each answer: the comparison reads the tokens of the logprobs, and
+        # every request sent counts against the budget.
+        retokenize=False,
     )
     engine = HTTPEngine(options, label="endpoint")
     scorer = None

@@ -201,14 +201,16 @@ class Progress:
 def send_rounds(engine: Any, scorer: Any, ref: Reference, s: Settings, stop_at: int | None) -> Progress:
     """Send rounds of ``s.concurrency`` items until the test crosses, the plan's count is
     reached, or the budget or the items run out. ``engine``: an ``HTTPEngine``; ``scorer``: an
-    ``HTTPScorer`` when the reference has scoring records (one more request per item, one token)."""
+    ``HTTPScorer`` when the reference has scoring records (two more requests per item, one token)."""
     params = params_of(ref.first)
     nulls = ref.calibration.nulls()
     queue = order(ref, s.seed)
     items = len(queue)
     progress = Progress(pairs=[])
     while queue:
-        per_item = (1 + (scorer is not None), params.max_tokens + (scorer is not None))
+        # A scoring is two requests (the server renders the prompt into ids, then scores) and
+        # one generated token.
+        per_item = (1 + 2 * (scorer is not None), params.max_tokens + (scorer is not None))
         room = min(
             (s.budget_requests - progress.requests_sent) // per_item[0],
             (s.budget_tokens - progress.tokens_reserved) // per_item[1],
