@@ -8,7 +8,8 @@ every endpoint is a llama-server with 4 slots and one thread. The suite is the 2
 prompts and the 30 GSM8K questions of ``tests/data`` as chat, 48 tokens each. The reference is two
 runs on the Q8_0 server, one at concurrency 1 and one at 8. Each endpoint is verified ``--orders``
 times (``--seed`` 0, 1, …: other items first); the Q8_0 endpoint at concurrency 8 (the same
-configuration under load: it must pass every time), the others one request at a time. Prints one
+configuration under load: it must pass every time), a second Q8_0 server started alike (the same
+configuration, another process: its prompt cache starts empty), the others one request at a time. Prints one
 table in Markdown (the numbers in docs/guide/verify.md) and writes every verify.json under --out.
 """
 
@@ -90,6 +91,7 @@ def main() -> None:
     prompts = suite(out / "suite.jsonl")
     endpoints = {
         "Q8_0 under load": (models["Q8_0"], (), 8),
+        "Q8_0, another server": (models["Q8_0"], (), 1),
         "Q4_K_M": (models["Q4_K_M"], (), 1),
         "Q2_K": (models["Q2_K"], (), 1),
         "chatml template": (models["Q8_0"], ("--chat-template", "chatml"), 1),
