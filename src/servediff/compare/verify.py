@@ -296,8 +296,8 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 # The mean |d| per token (nats, over the shared greedy prefix) above which a shift is read as
 # other weights rather than another precision of the same weights. Measured on SmolLM2-135M
-# against a Q8_0 reference on the CPU (bench/verify_cpu.py): Q4_K_M 0.07, Q2_K 0.21 (medians over
-# five item orders); no second model with the same tokenizer was measured, so the line is the
+# against a Q8_0 reference on the CPU (bench/verify_cpu.py): Q4_K_M 0.07, Q2_K 0.18 (medians over
+# eight item orders); no second model with the same tokenizer was measured, so the line is the
 # largest precision change seen with a margin, not a measured boundary (docs/guide/verify.md).
 WEIGHTS_MIN_DISTANCE = 0.5
 
