@@ -98,7 +98,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("servediff.probe", "servediff.export", "servediff.importers", "servediff.gate"),
     ("servediff.report",),
     ("servediff.experiment",),
-    ("servediff.audit", "servediff.shadow"),
+    ("servediff.audit", "servediff.shadow", "servediff.verify"),
     ("servediff.commands",),
     ("servediff.cli", "servediff.__main__"),
 )

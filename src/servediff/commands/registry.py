@@ -29,6 +29,7 @@ from servediff.commands import (
 )
 from servediff.commands.grammar import Parser
 from servediff.shadow import command as shadow
+from servediff.verify import command as verify
 
 
 class Command(Protocol):
@@ -56,5 +57,6 @@ COMMANDS: dict[str, Command] = {
     "gate": gate,
     "shadow": shadow,
     "audit": audit,
+    "verify": verify,
     "models": models,
 }

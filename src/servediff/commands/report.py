@@ -34,6 +34,10 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
     p.add_argument("--md", type=output_file, help="write the Markdown report here")
     add_study_options(p)
     p.add_argument("--margin", type=fraction, default=0.01, help="non-inferiority margin (as compare)")
+    p.add_argument(
+        "--verify", type=Path, action="append", default=[],
+        help="a servediff verify result (JSON) to lay out among the checks (repeatable)",
+    )  # fmt: skip
 
 
 def main(args: argparse.Namespace) -> int:
@@ -42,7 +46,10 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace, begun: Reading) -> int:
+    import dataclasses
+
     from servediff.compare.loader import load
+    from servediff.compare.verify_result import read
     from servediff.report import render
     from servediff.report.assembly import build
 
@@ -57,6 +64,8 @@ def _report(args: argparse.Namespace, begun: Reading) -> int:
             checkpoints=args.checkpoints,
         )
     )
+    if args.verify:
+        report = dataclasses.replace(report, verify=tuple(read(p) for p in args.verify))
     if not (args.html or args.md):
         print(render.markdown(report))
         return 0

@@ -69,6 +69,7 @@ def parse_response(item_id: str, body: bytes, latency: float) -> Completion:
     if text is None:
         raise ValueError(f"no answer: {where} is null (finish_reason {choice.finish_reason!r})")
     n_tokens = response.usage.completion_tokens if response.usage else None
+    prompt_tokens = response.usage.prompt_tokens if response.usage else None
     # The generation's own token ids where the server names every one (llama-server does).
     ids = [t.token_id for t in lps] if lps and all(t.token_id is not None for t in lps) else None
     return Completion(
@@ -82,4 +83,5 @@ def parse_response(item_id: str, body: bytes, latency: float) -> Completion:
         token_ids=[i for i in ids if i is not None] if ids is not None else None,
         logprobs=lps,
         token_source="engine" if lps else None,
+        engine_meta={"prompt_tokens": prompt_tokens} if prompt_tokens is not None else None,
     )

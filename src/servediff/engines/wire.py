@@ -55,6 +55,9 @@ class TextLogprobs(_Wire):
 
 class Usage(_Wire):
     completion_tokens: Annotated[int, Field(ge=0)] | None = None
+    # The prompt as the server tokenized it (its chat template applied): servediff verify
+    # compares it with the reference's, where another template or tokenizer shows at once.
+    prompt_tokens: Annotated[int, Field(ge=0)] | None = None
 
 
 class Message(_Wire):

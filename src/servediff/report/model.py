@@ -20,6 +20,7 @@ from servediff.compare.quality import Quality
 from servediff.compare.sampled import Sampled
 from servediff.compare.shadow import ShadowSegment
 from servediff.compare.sweep import Sweep
+from servediff.compare.verify_result import VerifyResult
 from servediff.records import SamplingInfo
 from servediff.report.rows.factor_table import FactorTable
 from servediff.report.rows.runs import RunRow
@@ -167,6 +168,7 @@ class Report:
     runs: tuple[RunRow, ...] = ()  # every run record the report is made of
     load: tuple[LoadSweep, ...] = ()  # each load sweep: throughput bought against determinism lost
     shadow: tuple[ShadowSegment, ...] = ()  # segments of shadow traffic: what became of each request
+    verify: tuple[VerifyResult, ...] = ()  # servediff verify results given to the report (--verify)
 
     @property
     def comparisons(self) -> tuple[Comparison, ...]:

@@ -31,10 +31,11 @@ from pydantic import BaseModel
 
 from servediff.compare.audit import AuditAnalysis
 from servediff.compare.comparison import DivergenceViews
+from servediff.compare.verify_result import VerifyResult
 from servediff.gate.result import GateReport
 from servediff.report import figures, fmt, html_doc, markdown_doc, mdtext, sections, wording
 from servediff.report.model import Report
-from servediff.report.sections import audit
+from servediff.report.sections import audit, verify
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
@@ -309,6 +310,16 @@ def audit_html(a: AuditAnalysis) -> str:
     body = html_doc.render(audit.blocks(a))
     page = _html_env().get_template("page.html.j2")
     return page.render(title=f"servediff audit {a.promise.label}", body=body, css=_css(), csp=Markup(CSP))
+
+
+def verify_markdown(r: VerifyResult) -> str:
+    return markdown_doc.render(verify.blocks(r)) + "\n"
+
+
+def verify_html(r: VerifyResult) -> str:
+    body = html_doc.render(verify.blocks(r))
+    page = _html_env().get_template("page.html.j2")
+    return page.render(title="servediff verify", body=body, css=_css(), csp=Markup(CSP))
 
 
 def audit_summary(a: AuditAnalysis) -> dict[str, Any]:

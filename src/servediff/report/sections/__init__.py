@@ -52,6 +52,7 @@ from servediff.report.sections import (
     summary,
     sweep,
     verdicts,
+    verify,
     why,
 )
 
@@ -87,6 +88,7 @@ SECTIONS: tuple[Entry, ...] = (
     Entry("claims", claims.blocks, "checks"),
     Entry("placements", placements.blocks, "checks"),
     Entry("replicas", replicas.blocks, "checks"),
+    Entry("verify", verify.section, "checks"),
     Entry("method", method.blocks, "method"),
     Entry("identity", identity.blocks, "identity"),
     Entry("parts", identity.parts, "identity"),
