@@ -108,6 +108,15 @@ STUDIES = (
         title="Qwen2.5-Coder-1.5B on vLLM 0.24.0 (H200): stock vs prefix caching + n-gram speculation vs FP8",
         ordered=True,
     ),
+    # docs/studies/vllm-h200.md, second session: FP8 against bf16 teacher-forced through vLLM's
+    # prompt_logprobs (on-policy and GSM8K solutions, bf16 twice), and the 20 prompts generated.
+    ReferenceStudy(
+        "vllm-kl",
+        "docs/studies/vllm-h200/kl.tar.xz",
+        ("kl/prompts.*.jsonl", "kl/onpolicy.*.jsonl", "kl/gsm8k.*.jsonl"),
+        title="Qwen2.5-Coder-1.5B on vLLM 0.24.0 (H100): FP8 against bf16, teacher-forced",
+        ordered=True,
+    ),
     # docs/studies/gpu-h200-load.md, second session: the speed sweep (CPU against backend sampling) and
     # GSM8K at 32 in flight against 1.
     ReferenceStudy(
