@@ -159,13 +159,22 @@ def test_a_side_without_prompt_tokens_or_logprobs_leaves_those_statistics_out() 
 
 
 def test_shape_rules() -> None:
+    either = "precision change or different weights"
     base = verify.evidence([verify.pair(_item("a", [1], [-0.1], 5), _item("b", [1], [-0.3], 5))])
-    assert verify.shape(base, null_prompt_mismatch=False) == "precision change"
+    assert verify.shape(base, null_prompt_mismatch=False) == either
     template = verify.evidence([verify.pair(_item("a", [1], [-0.1], 5), _item("a", [1], [-0.1], 7))])
     assert verify.shape(template, null_prompt_mismatch=False) == "different template"
-    assert verify.shape(template, null_prompt_mismatch=True) == "precision change"
+    assert verify.shape(template, null_prompt_mismatch=True) == either
+    # The size of the shift names neither: measured, other weights under the same tokenizer moved
+    # the shared tokens as much as a Q4_K_M of another model and less than its Q2_K (mean |d|
+    # 0.075 against 0.075 and 0.195), so a large shift is not read as "different weights" any
+    # more than a small one is.
     far = verify.evidence([verify.pair(_item("a", [1], [-0.1], 5), _item("b", [1], [-2.0], 5))])
-    assert verify.shape(far, null_prompt_mismatch=False) == "different weights"
+    assert verify.shape(far, null_prompt_mismatch=False) == either
+    # no token shared from the start: nothing to say about the logprobs
+    apart = verify.evidence([verify.pair(_item("a", [1], [-0.1], 5), _item("b", [2], [-0.1], 5))])
+    assert apart.distance_mean is None
+    assert verify.shape(apart, null_prompt_mismatch=False) == "unclear"
 
 
 def test_a_reference_that_never_moved_is_called_still() -> None:
