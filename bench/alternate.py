@@ -8,8 +8,10 @@ quarter hour to the next, so two numbers measured minutes apart compare the mach
 code. Here both revisions drive the same stub server (``stub_server.py``, pinned to one core,
 the client to the other) in turns: every repeat runs the other revision, then this one (the
 order flips each round), so a change in load falls on both. Each round also measures the stub's
-own ceiling (wrk, when installed) between the clients. Besides requests/s, each client reports
-its own CPU time for the requests, which other processes' load stretches far less.
+own ceiling (wrk, when installed) between the clients, and in the same turns the floor under
+any Python client (``client_floor.py``: pre-encoded requests, no validation). Besides
+requests/s, each client reports its own CPU time for the requests, which other processes' load
+stretches less.
 
 The other revision's ``src/`` is taken with ``git archive`` into a temporary folder; the
 client script is this tree's ``client_servediff.py`` for both, so only servediff differs.
@@ -35,7 +37,7 @@ from throughput import _ceiling, _pins
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    side: str  # "old" (the --against revision) or "new" (this tree)
+    side: str  # "old" (the --against revision), "new" (this tree) or "floor" (client_floor.py)
     round: int
     concurrency: int
     rate: float  # requests/s, wall
@@ -55,8 +57,9 @@ def _extract(rev: str, into: Path) -> Path:
     return into / "src"
 
 
-def _client(src: Path, url: str, c: int, requests: int, cpu: int | None) -> tuple[float, float]:
-    argv = [PYTHON, str(BENCH / "client_servediff.py"), "--url", url]
+def _client(side: str, src: Path, url: str, c: int, requests: int, cpu: int | None) -> tuple[float, float]:
+    script = "client_floor.py" if side == "floor" else "client_servediff.py"
+    argv = [PYTHON, str(BENCH / script), "--url", url]
     argv += ["--requests", str(requests), "--concurrency", str(c)]
     if cpu is not None:
         argv += ["--cpu", str(cpu)]
@@ -80,13 +83,13 @@ def measure(args: argparse.Namespace, old_src: Path, new_src: Path) -> tuple[lis
         Server(stub, "/v1/models", Path(logs) / "stub.log", port) as s,
     ):
         for r in range(args.rounds):
-            order = [("old", old_src), ("new", new_src)]
+            order = [("old", old_src), ("new", new_src), ("floor", new_src)]
             if r % 2:
                 order.reverse()
             for c in args.concurrency:
                 for _ in range(args.repeats):
                     for side, src in order:
-                        rate, cpu_us = _client(src, s.base_url, c, args.requests, client_cpu)
+                        rate, cpu_us = _client(side, src, s.base_url, c, args.requests, client_cpu)
                         runs.append(Run(side, r + 1, c, rate, cpu_us))
             ceilings.append(_ceiling(s.base_url, client_cpu)[0])
             log(f"round {r + 1}/{args.rounds} done; stub ceiling {ceilings[-1]:,.0f} req/s")
@@ -104,20 +107,27 @@ def report(args: argparse.Namespace, runs: list[Run], ceilings: list[float]) -> 
     out = [
         f"servediff at `{args.against}` (old) vs this tree (new), ended {when}: {args.requests:,} "
         f"requests per run, {args.repeats} runs per side, setting and round, {args.rounds} rounds, "
-        "the sides alternating run by run.",
+        "the sides alternating run by run; medians (in the last rows, new ÷ old is the median of "
+        "the rounds' ratios).",
         "",
         "| round | in flight | old req/s | new req/s | new ÷ old | old CPU µs/req | new CPU µs/req "
-        "| stub ceiling (wrk) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| floor req/s | floor CPU µs/req | stub ceiling (wrk) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for rnd in [*range(1, args.rounds + 1), None]:
         for c in args.concurrency:
             o, n = med("old", c, rnd, "rate"), med("new", c, rnd, "rate")
             oc, nc = med("old", c, rnd, "cpu_us"), med("new", c, rnd, "cpu_us")
+            f, fc = med("floor", c, rnd, "rate"), med("floor", c, rnd, "cpu_us")
             ceil = ceilings[rnd - 1] if rnd is not None else statistics.median(ceilings)
             label = str(rnd) if rnd is not None else "all (median)"
+            ratio = n / o
+            if rnd is None:  # the rounds' own ratios: each compares runs minutes apart, not an hour
+                rounds = range(1, args.rounds + 1)
+                ratio = statistics.median(med("new", c, k, "rate") / med("old", c, k, "rate") for k in rounds)
             out.append(
-                f"| {label} | {c} | {o:,.0f} | {n:,.0f} | {n / o:.2f}× | {oc:.1f} | {nc:.1f} | {ceil:,.0f} |"
+                f"| {label} | {c} | {o:,.0f} | {n:,.0f} | {ratio:.2f}× | {oc:.1f} | {nc:.1f} "
+                f"| {f:,.0f} | {fc:.1f} | {ceil:,.0f} |"
             )
     return out
 
