@@ -264,7 +264,8 @@ class _Protocol(asyncio.Protocol):
         self.stamps, self.arrivals = ([] if stream else None), []
         self.deadline = self.loop.time() + timeout
         timer = self.timer
-        if timer is None or timer.when() > self.deadline:  # (later: a shorter timeout this time)
+        # (A timer set for after this deadline: this request was given a shorter timeout.)
+        if timer is None or timer.when() > self.deadline:
             if timer is not None:
                 timer.cancel()
             self.timer = self.loop.call_at(self.deadline, self._on_deadline)

@@ -11,7 +11,7 @@ string is a broken server, not a number.
 
 A completion's body is read on the hot path (tens of thousands a second against a fast server),
 where building these models costs more than the rest of the request. There ``lean_response``
-decodes it with msgspec into frozen structs that declare the same fields with the same types,
+decodes it with msgspec into structs that declare the same fields with the same types,
 for the common shape only (every choice a chat one, or every one a text one); whatever they
 refuse goes to the models, which either accept it with the same values (a rarer shape: mixed
 choices, a NaN timing, a duplicated key) or word the error. The structs never accept what the
