@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 
 import pytest
 
@@ -61,20 +62,26 @@ def _read_request(conn: socket.socket, buf: bytes) -> tuple[bytes, bytes] | None
 
 
 @contextmanager
-def chunked_server(close_every: int) -> Iterator[tuple[str, dict[str, int]]]:
+def chunked_server(
+    close_every: int, delay_s: Callable[[int], float] = lambda n: 0.0
+) -> Iterator[tuple[str, dict[str, int]]]:
     """Answers with chunked bodies, split over several writes; drops each connection after
-    ``close_every`` responses, as servers do with idle keep-alive connections."""
+    ``close_every`` responses, as servers do with idle keep-alive connections. Waits
+    ``delay_s(n)`` before answering the n-th POST (from 0)."""
     counts = {"requests": 0, "connections": 0}
     listener = socket.create_server(("127.0.0.1", 0))
     models = json.dumps({"data": [{"id": "stub"}]}).encode()
 
     def serve(conn: socket.socket) -> None:
         buf, served = b"", 0
-        with conn:
+        # suppress: a client that timed out has closed the connection this answers late on
+        with conn, suppress(OSError):
             while (got := _read_request(conn, buf)) is not None:
                 head, buf = got
                 body = models if head.startswith(b"GET") else OK_BODY.encode()
-                counts["requests"] += not head.startswith(b"GET")
+                if not head.startswith(b"GET"):
+                    time.sleep(delay_s(counts["requests"]))
+                    counts["requests"] += 1
                 conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
                 for i in range(0, len(body), 50):
                     piece = body[i : i + 50]
@@ -126,3 +133,16 @@ def test_a_server_without_a_tokenize_endpoint_answered_by_concurrent_items() -> 
         engine.generate(samples, SamplingParams(max_tokens=8), out.append)
     assert [c.error for c in out] == [None] * 16
     assert {c.token_source for c in out} == {None}  # no tokenizer answered
+
+
+def test_each_request_on_a_kept_alive_connection_gets_its_own_whole_timeout() -> None:
+    """One timer watches a connection's deadlines: the requests after the first are timed from
+    when they were sent, not from the first one's deadline (five 0.2 s answers on one connection
+    with a 0.5 s timeout all succeed), and one that hangs still times out."""
+    with chunked_server(close_every=100, delay_s=lambda n: 0.2 if n < 5 else 3.0) as (url, counts):
+        engine = HTTPEngine(HTTPOptions(base_url=url, retokenize=False, max_retries=0, timeout_s=0.5))
+        out: list[Completion] = []
+        samples = load_suite("prompts", SuiteOptions(limit=6)).samples
+        engine.generate(samples, SamplingParams(max_tokens=8), out.append)
+    assert [c.error for c in out[:5]] == [None] * 5 and counts["connections"] == 2  # /v1/models's, one
+    assert out[5].error and "timeout after 0.5 s" in out[5].error and 0.45 < out[5].latency_s < 1.5

@@ -18,6 +18,13 @@ import aiohttp
 
 from servediff.engines.http1 import Arrivals, Reply, TransportError
 
+# Imported with this module (beside aiohttp, which costs thirty times more), not on the first
+# run: a run's clock should not start with a 5 ms import.
+try:
+    import uvloop
+except ImportError:  # Windows, or not installed
+    uvloop = None  # type: ignore[assignment]
+
 T = TypeVar("T")
 
 
@@ -65,8 +72,6 @@ class AiohttpChannel:
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine on uvloop when it is installed (fewer Python frames per I/O event)."""
-    try:
-        import uvloop
-    except ImportError:
+    if uvloop is None:
         return asyncio.run(coro)
     return uvloop.run(coro)

@@ -61,7 +61,7 @@ class Endpoint:
         return cls(origin, parts.hostname, parts.port or 80, headers)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs 3× as much, per response
 class _Head:
     status: int
     end: int  # index of the first body byte
@@ -177,6 +177,12 @@ class _Protocol(asyncio.Protocol):
         # Streaming only: (buffer length, time) at each arrival, then the same per body byte.
         self.stamps: Arrivals | None = None
         self.arrivals: Arrivals = []
+        # The request in flight times out at ``deadline`` (loop time). One timer per connection
+        # watches it, set again only when it fires before the deadline of the request then in
+        # flight: arming and cancelling a timer per request cost more than reading a response
+        # from a fast server (BENCHMARKS.md, part 1).
+        self.deadline = 0.0
+        self.timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -243,6 +249,9 @@ class _Protocol(asyncio.Protocol):
 
     def close(self) -> None:
         self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         if self.transport is not None:
             self.transport.close()
 
@@ -253,7 +262,13 @@ class _Protocol(asyncio.Protocol):
         self.waiter, self.head = waiter, None
         self.buf.clear()
         self.stamps, self.arrivals = ([] if stream else None), []
-        timer = self.loop.call_later(timeout, self._on_timeout, waiter)
+        self.deadline = self.loop.time() + timeout
+        timer = self.timer
+        # (A timer set for after this deadline: this request was given a shorter timeout.)
+        if timer is None or timer.when() > self.deadline:
+            if timer is not None:
+                timer.cancel()
+            self.timer = self.loop.call_at(self.deadline, self._on_deadline)
         self.transport.write(data)
         try:
             return await waiter
@@ -261,12 +276,19 @@ class _Protocol(asyncio.Protocol):
             self.close()  # the response may still come: this connection cannot be reused
             raise
         finally:
-            timer.cancel()
             self.waiter = None
 
-    def _on_timeout(self, waiter: asyncio.Future[Reply]) -> None:
-        if not waiter.done():
-            waiter.set_exception(asyncio.TimeoutError())
+    def _on_deadline(self) -> None:
+        """The timer fired: time the request in flight out if its deadline has come, else
+        watch that deadline; when idle, let the next request set the timer."""
+        self.timer = None
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            return
+        if self.loop.time() < self.deadline:
+            self.timer = self.loop.call_at(self.deadline, self._on_deadline)
+            return
+        waiter.set_exception(asyncio.TimeoutError())
         self.close()
 
 

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from servediff.engines import EngineError, OnDone, ProbeResult, tokenize
+from servediff.engines.body import body_bytes
 from servediff.engines.channel import AiohttpChannel, Channel, run_async
 from servediff.engines.gguf_vocab import local_vocab
 from servediff.engines.http1 import Connection, Endpoint, TransportError
@@ -240,7 +241,7 @@ class HTTPEngine:
 
     async def _request(self, channel: Channel, sample: Sample, params: SamplingParams) -> Completion:
         url, body = self.payload(sample, params)
-        data = json.dumps(body).encode()
+        data = body_bytes(body)
         t0 = time.perf_counter()
         last = "no attempt made"
         for attempt in range(self.options.max_retries + 1):

@@ -4,6 +4,9 @@ answer as a probe's top-k, any body as a JSON object or the text of an error.
     servediff run --engine http --base-url http://127.0.0.1:8000 --out a.jsonl
 
 What each field must be is ``wire``'s; this module turns the validated body into servediff's types.
+A completion's body is read by ``wire.lean_response`` (msgspec, the common shape) and, only
+where that refuses it, by ``wire.Response`` (pydantic), which accepts the rarer shapes and
+words the error for a broken one; both give the same Completion.
 """
 
 from __future__ import annotations
@@ -13,7 +16,16 @@ from typing import Any
 
 from servediff.engines import ProbeResult
 from servediff.engines.sse import chat_logprobs, engine_timings, text_logprobs
-from servediff.engines.wire import ChatChoice, Response, TextChoice, parse, parse_json
+from servediff.engines.wire import (
+    ChatChoice,
+    LeanChatChoice,
+    LeanResponse,
+    Response,
+    TextChoice,
+    lean_response,
+    parse,
+    parse_json,
+)
 from servediff.types import Completion
 
 
@@ -60,9 +72,16 @@ def parse_response(item_id: str, body: bytes, latency: float) -> Completion:
     the shape of a response (``wire.Response``) raises ValueError, and so does an answer that is
     not there (``content``/``text`` null or missing): an empty string is an answer a model can
     give, a null is a server that gave none, and must not be scored."""
-    response = parse_json(Response, body, "response")
+    # The common shape, read by msgspec; pydantic's models accept the rest or say why not.
+    lean = lean_response(body)
+    response = lean if lean is not None else parse_json(Response, body, "response")
+    return completion_of(item_id, response, latency)
+
+
+def completion_of(item_id: str, response: Response | LeanResponse, latency: float) -> Completion:
+    """A validated response (either reading of it) → Completion; ValueError for a null answer."""
     choice = response.choices[0]
-    if isinstance(choice, ChatChoice):
+    if isinstance(choice, (ChatChoice, LeanChatChoice)):
         text, where, lps = choice.message.content, "message.content", chat_logprobs(choice.logprobs)
     else:
         text, where, lps = choice.text, "text", text_logprobs(choice.logprobs)

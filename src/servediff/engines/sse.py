@@ -18,7 +18,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from servediff.engines.wire import ChatLogprobs, Chunk, ChunkChatChoice, TextLogprobs, Usage, parse_json
+from servediff.engines.wire import (
+    ChatLogprobs,
+    Chunk,
+    ChunkChatChoice,
+    LeanChatLogprobs,
+    LeanTextLogprobs,
+    TextLogprobs,
+    Usage,
+    parse_json,
+)
 from servediff.types import Completion, TokenLogprob
 
 Arrivals = list[tuple[int, float]]  # (body bytes received so far, time.perf_counter())
@@ -138,7 +147,7 @@ def engine_timings(timings: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"source": "response timings", **timings}
 
 
-def chat_logprobs(block: ChatLogprobs | None) -> list[TokenLogprob] | None:
+def chat_logprobs(block: ChatLogprobs | LeanChatLogprobs | None) -> list[TokenLogprob] | None:
     if block is None or not block.content:
         return None
     return [
@@ -148,7 +157,7 @@ def chat_logprobs(block: ChatLogprobs | None) -> list[TokenLogprob] | None:
     ]
 
 
-def text_logprobs(block: TextLogprobs | None) -> list[TokenLogprob] | None:
+def text_logprobs(block: TextLogprobs | LeanTextLogprobs | None) -> list[TokenLogprob] | None:
     if block is None or not block.tokens or block.token_logprobs is None:
         return None
     tops = block.top_logprobs or [None] * len(block.tokens)

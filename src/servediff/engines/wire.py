@@ -8,12 +8,22 @@ here with its type; anything else in the body is ignored. A body that does not f
 the field, which the HTTP engine records as an error on that one item (after its retries), never
 an exception that ends the run and never a value read on trust. Strict: a number sent as a
 string is a broken server, not a number.
+
+A completion's body is read on the hot path (tens of thousands a second against a fast server),
+where building these models costs more than the rest of the request. There ``lean_response``
+decodes it with msgspec into structs that declare the same fields with the same types,
+for the common shape only (every choice a chat one, or every one a text one); whatever they
+refuse goes to the models, which either accept it with the same values (a rarer shape: mixed
+choices, a NaN timing, a duplicated key) or word the error. The structs never accept what the
+models refuse: tests/test_wire_lean.py checks both on the same bodies.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, TypeVar
 
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
 
@@ -74,6 +84,90 @@ class TextChoice(_Wire):
     text: str | None  # required, as message.content
     finish_reason: str | None = None
     logprobs: TextLogprobs | None = None
+
+
+class _Lean(msgspec.Struct, gc=False):
+    """msgspec's twin of ``_Wire``: unknown keys ignored; str, int and float strict (an int is
+    accepted for a float, as pydantic's strict mode does, and a bool for neither)."""
+
+
+class LeanTopLogprob(_Lean):
+    token: str
+    logprob: float
+
+
+class LeanChatTokenLogprob(_Lean):
+    token: str
+    logprob: float
+    top_logprobs: list[LeanTopLogprob] | None = None
+    id: int | None = None
+
+
+class LeanChatLogprobs(_Lean):
+    content: list[LeanChatTokenLogprob] | None = None
+
+
+class LeanTextLogprobs(_Lean):
+    tokens: list[str] | None = None
+    token_logprobs: list[float] | None = None
+    top_logprobs: list[dict[str, float] | None] | None = None
+
+    def __post_init__(self) -> None:
+        # TextLogprobs._aligned (msgspec makes the ValueError a ValidationError of the decode)
+        n = len(self.tokens or ())
+        if n and len(self.token_logprobs or ()) != n:
+            raise ValueError("tokens and token_logprobs differ in length")
+        if n and self.top_logprobs is not None and len(self.top_logprobs) != n:
+            raise ValueError("tokens and top_logprobs differ in length")
+
+
+class LeanUsage(_Lean):
+    completion_tokens: Annotated[int, Meta(ge=0)] | None = None
+
+
+class LeanMessage(_Lean):
+    content: str | None
+
+
+class LeanChatChoice(_Lean):
+    message: LeanMessage
+    finish_reason: str | None = None
+    logprobs: LeanChatLogprobs | None = None
+
+
+class LeanTextChoice(_Lean):
+    text: str | None
+    finish_reason: str | None = None
+    logprobs: LeanTextLogprobs | None = None
+    # A choice with a message is a chat one (``_kind``), whatever else it holds: refused here.
+    message: UnsetType = UNSET
+
+
+class LeanChatResponse(_Lean):
+    choices: Annotated[list[LeanChatChoice], Meta(min_length=1)]
+    usage: LeanUsage | None = None
+    timings: dict[str, Any] | None = None
+
+
+class LeanTextResponse(_Lean):
+    choices: Annotated[list[LeanTextChoice], Meta(min_length=1)]
+    usage: LeanUsage | None = None
+    timings: dict[str, Any] | None = None
+
+
+LeanResponse = LeanChatResponse | LeanTextResponse
+_CHAT = msgspec.json.Decoder(LeanChatResponse)
+_TEXT = msgspec.json.Decoder(LeanTextResponse)
+
+
+def lean_response(raw: bytes) -> LeanResponse | None:
+    """A completion body of the common shape, decoded and checked as ``Response`` would check it;
+    None for anything else (``parse_json(Response, ...)`` then accepts it or says why not)."""
+    # A chat body names "message"; a text body that does is refused by LeanTextChoice anyway.
+    try:
+        return (_CHAT if b'"message"' in raw else _TEXT).decode(raw)
+    except msgspec.DecodeError:  # ValidationError is one
+        return None
 
 
 def _kind(key: str) -> Any:
