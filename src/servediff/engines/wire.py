@@ -123,6 +123,7 @@ class LeanTextLogprobs(_Lean):
 
 class LeanUsage(_Lean):
     completion_tokens: Annotated[int, Meta(ge=0)] | None = None
+    prompt_tokens: Annotated[int, Meta(ge=0)] | None = None
 
 
 class LeanMessage(_Lean):
