@@ -141,7 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     recorded = exchanges(base, model)
     for name, exchange in recorded.items():
         path = args.out / f"{args.prefix}{name}.json"
-        path.write_text(json.dumps(exchange, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        text = json.dumps(exchange, indent=1, ensure_ascii=False)
+        # the server names its model folder and its own source files by absolute path (the
+        # recording machine's home): kept as "~" so that no machine's layout enters the fixtures
+        home = json.dumps(str(Path.home()))[1:-1]
+        path.write_text(text.replace(home + "/", "~/") + "\n", encoding="utf-8")
     version = recorded["version"]["body"] if recorded["version"]["status"] == 200 else "not exposed"
     index = {"engine": args.engine, "model": model, "version": version, "files": sorted(recorded)}
     (args.out / f"{args.prefix}index.json").write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
