@@ -248,7 +248,10 @@ def test_the_shipped_examples_are_valid(tmp_path: Path, monkeypatch: pytest.Monk
     assert len(examples) >= 2
     for path in examples:
         exp = load_experiment(path)
-        assert len(exp.configurations) >= 2
+        # something to compare: two configurations, or one swept under load against itself
+        assert len(exp.configurations) >= 2 or exp.sweep is not None, path.name
+    load = load_experiment(Path(__file__).parents[1] / "examples" / "vllm-load.toml")
+    assert load.sweep is not None and max(load.sweep.concurrency) == 128
     vllm = load_experiment(Path(__file__).parents[1] / "examples" / "vllm-spec-prefix.toml")
     assert vllm.config("tuned").claims == ("speculative_decoding", "prefix_caching")
     assert vllm.config("stock").profile == "vllm" and vllm.config("stock").claims == ()
