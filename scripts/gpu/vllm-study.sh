@@ -30,7 +30,11 @@
 #   bench   one 0.5B server driven by `vllm bench serve` and by `servediff run`, alternated, the
 #           same prompts and lengths at 64 and 256 in flight (bench/vllm_client.py reads them)
 #   audit   servediff audit of VLLM_BATCH_INVARIANT=1 against =0 (examples/vllm-audit.toml) on the
-#           1.5B and the 0.5B: needle, mixed and prefix at 8, 32 and 128 in flight
+#           1.5B and the 0.5B: needle, mixed and prefix at 8, 32 and 128 in flight (audit05, audit15:
+#           one model each)
+#
+# setup may run a second time while phases run (a payload of the 1.5B alone, PAYLOAD_MODELS): the
+# phases that need a model wait for its conversion, so the 0.5B's phases use the transfer time.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -44,20 +48,33 @@ export SERVEDIFF_VLLM_DRAFT="$root/models/qwen2.5-coder-0.5b"
 sd() { python3 -m servediff "$@"; }
 MODEL=qwen2.5-coder-1.5b-instruct
 
-setup() {
+setup() {  # may run twice (the wheels and the 0.5B first, the 1.5B while phases already run)
     local parts=$1 t0=$SECONDS
     bash scripts/gpu/parts.sh join "$parts" "$root/payload.tar" "$(cut -d' ' -f1 "$parts/payload.sha256")" || exit 1
     tar -C "$root" -xf "$root/payload.tar" && rm -f "$root/payload.tar"
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target "$root/site" "$root"/wheels/*.whl || exit 1
-    python3 -c 'import vllm, numba, xgrammar, pydantic, servediff; print("vllm", vllm.__version__)' || exit 2
-    say "setup: wheels installed in $((SECONDS - t0)) s"
-    for size in 0.5b 1.5b; do  # the 0.5B (the draft) where the payload has it
+    if ls "$root"/wheels/*.whl >/dev/null 2>&1; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+            --target "$root/site" "$root"/wheels/*.whl || exit 1
+        rm -rf "$root/wheels"
+        python3 -c 'import vllm, numba, xgrammar, pydantic, servediff; print("vllm", vllm.__version__)' || exit 2
+        say "setup: wheels installed in $((SECONDS - t0)) s"
+    fi
+    for size in 0.5b 1.5b; do  # each model the payload brought, once; a phase that needs one waits for .ready
         [ -f "$root/models/qwen2.5-coder-$size-instruct-q4_k_m.gguf" ] || continue
-        python3 scripts/gpu/gguf_to_hf.py "$root/models/qwen2.5-coder-$size-instruct-q4_k_m.gguf" \
+        [ -f "$root/models/qwen2.5-coder-$size.ready" ] && continue
+        nice -n 19 python3 scripts/gpu/gguf_to_hf.py "$root/models/qwen2.5-coder-$size-instruct-q4_k_m.gguf" \
             "$root/models/qwen2.5-coder-$size" >>"$root/vllm.log" 2>&1 || { say "conversion of $size failed"; exit 1; }
+        touch "$root/models/qwen2.5-coder-$size.ready"
     done
     say "setup: done in $((SECONDS - t0)) s"
+}
+
+ready() {  # ready SIZE: wait (up to 20 min) for a model that a later setup is still bringing
+    local flag=$root/models/qwen2.5-coder-$1.ready t0=$SECONDS
+    for _ in $(seq 1200); do [ -f "$flag" ] && break; sleep 1; done
+    [ -f "$flag" ] || { say "the $1 model never arrived"; return 1; }
+    [ $((SECONDS - t0)) -gt 1 ] && say "waited $((SECONDS - t0)) s for the $1 model"
+    return 0
 }
 
 server_pid=
@@ -85,6 +102,7 @@ trap unserve EXIT
 pack() {  # pack PHASE: ROOT/PHASE.tar.xz of the phase's folder, the shapes so far, the logs and the study log
     local dir=$1
     [ "$1" = draft ] && dir=seed  # the draft configuration's records join the seed study's
+    case $1 in audit*) dir=audit ;; esac
     mkdir -p "$root/$dir"
     tar -C "$root" -cf - "$dir" $(cd "$root" && ls -d shapes 2>/dev/null | grep -vx "$dir") logs vllm.log | xz -T0 -6 >"$root/$1.tar.xz.part" && mv "$root/$1.tar.xz.part" "$root/$1.tar.xz"
     say "$1: packed ($(stat -c %s "$root/$1.tar.xz") B)"
@@ -150,6 +168,7 @@ PY
 }
 
 draft() {  # the seed study's draft configuration alone: the experiment resumes on the committed records
+    ready 1.5b || return 1
     [ -d "$SERVEDIFF_VLLM_DRAFT" ] || { say "draft: the payload has no 0.5B (PAYLOAD_MODELS)"; return 2; }
     [ -d "$root/seed/runs" ] || tar -xJf "${SEED_RECORDS:-docs/studies/vllm-h200/seed.tar.xz}" -C "$root" seed/runs seed/probes
     sd experiment examples/vllm-seed.toml --out "$root/seed" --no-progress >>"$root/logs/seed.log" 2>&1
@@ -207,6 +226,7 @@ PY
 audit() {  # examples/vllm-audit.toml on the 1.5B, then the same pair on the 0.5B (AUDIT_MODELS)
     local size file
     for size in ${AUDIT_MODELS:-1.5b 0.5b}; do
+        ready "$size" || continue
         file=examples/vllm-audit.toml
         if [ "$size" != 1.5b ]; then
             file=$root/vllm-audit-$size.toml
@@ -216,8 +236,11 @@ audit() {  # examples/vllm-audit.toml on the 1.5B, then the same pair on the 0.5
             --control control --workload needle,mixed,prefix --levels 8,32,128 --trials "${AUDIT_TRIALS:-8}" \
             --out "$root/audit/$size" --md "$root/audit/$size.md" --no-progress >"$root/logs/audit-$size.log" 2>&1
         say "audit $size: exit $?"
+        pack audit  # each model's audit travels as soon as it ends
     done
 }
+audit05() { AUDIT_MODELS=0.5b audit; }
+audit15() { AUDIT_MODELS=1.5b audit; }
 
 case $1 in
 setup) [ $# -eq 3 ] || usage; mkdir -p "$root/logs"; setup "$3" ;;
