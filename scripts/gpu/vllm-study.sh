@@ -33,8 +33,9 @@
 #           1.5B and the 0.5B: needle, mixed and prefix at 8, 32 and 128 in flight (audit05, audit15:
 #           one model each)
 #
-# setup may run a second time while phases run (a payload of the 1.5B alone, PAYLOAD_MODELS): the
-# phases that need a model wait for its conversion, so the 0.5B's phases use the transfer time.
+# setup may run a second time while phases run (a payload of the 1.5B alone, PAYLOAD_MODELS), once
+# the first has logged "wheels installed": each model is converted by one of them, and the phases
+# that need a model wait for its conversion, so the 0.5B's phases use the transfer time.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -62,6 +63,8 @@ setup() {  # may run twice (the wheels and the 0.5B first, the 1.5B while phases
     for size in 0.5b 1.5b; do  # each model the payload brought, once; a phase that needs one waits for .ready
         [ -f "$root/models/qwen2.5-coder-$size-instruct-q4_k_m.gguf" ] || continue
         [ -f "$root/models/qwen2.5-coder-$size.ready" ] && continue
+        # a setup running beside this one (started once the wheels are in) converts the other model
+        mkdir "$root/models/qwen2.5-coder-$size.converting" 2>/dev/null || continue
         nice -n 19 python3 scripts/gpu/gguf_to_hf.py "$root/models/qwen2.5-coder-$size-instruct-q4_k_m.gguf" \
             "$root/models/qwen2.5-coder-$size" >>"$root/vllm.log" 2>&1 || { say "conversion of $size failed"; exit 1; }
         touch "$root/models/qwen2.5-coder-$size.ready"
@@ -193,15 +196,17 @@ with open(f"{sys.argv[2]}/prompts.jsonl", "w") as ours, open(f"{sys.argv[2]}/vll
         theirs.write(json.dumps({"prompt": row["question"]}) + "\n")
 PY
     SERVEDIFF_VLLM_MODEL=$SERVEDIFF_VLLM_DRAFT MODEL=$name serve bench 8104 --no-enable-prefix-caching || return 1
+    local deadline=$((SECONDS + ${BENCH_LIMIT:-420}))  # a client that hangs must not cost the phases after it
     for round in 1 2; do
         for c in 64 256; do
+            [ $SECONDS -lt $deadline ] || { say "bench: over its ${BENCH_LIMIT:-420} s, the other runs left out"; break 2; }
             local order="vllm servediff"
             [ "$round" = 2 ] && order="servediff vllm"
             for client in $order; do
                 local t0 t1 rc
                 t0=$(date +%s.%N)
                 if [ "$client" = vllm ]; then
-                    python3 -m vllm.entrypoints.cli.main bench serve --backend openai-chat \
+                    timeout 180 python3 -m vllm.entrypoints.cli.main bench serve --backend openai-chat \
                         --endpoint /v1/chat/completions --base-url "$url" --model "$name" \
                         --tokenizer "$SERVEDIFF_VLLM_DRAFT" --dataset-name custom \
                         --dataset-path "$out/vllm-prompts.jsonl" --custom-output-len 256 --skip-chat-template \
@@ -209,7 +214,7 @@ PY
                         --save-result --result-dir "$out" --result-filename "vllm.c$c.r$round.json" \
                         >>"$root/logs/bench.log" 2>&1
                 else
-                    sd run --engine http --base-url "$url" --model "$name" --suite "$out/prompts.jsonl" \
+                    timeout 180 python3 -m servediff run --engine http --base-url "$url" --model "$name" --suite "$out/prompts.jsonl" \
                         --max-tokens 256 --temperature 0 --top-logprobs 0 --concurrency "$c" --stream \
                         --label "servediff-c$c" --repeat "$round" --no-progress \
                         --out "$out/servediff.c$c.r$round.jsonl" >>"$root/logs/bench.log" 2>&1

@@ -117,6 +117,14 @@ STUDIES = (
         title="Qwen2.5-Coder-1.5B on vLLM 0.24.0 (H100): FP8 against bf16, teacher-forced",
         ordered=True,
     ),
+    # docs/studies/vllm-h100-load.md: Qwen2.5-Coder-0.5B on vLLM 0.24.0, one request at a time and
+    # swept at 1 … 128 in flight (identity and hazard against 1 in flight, GSM8K at 128 against 1).
+    ReferenceStudy(
+        "vllm-load",
+        "docs/studies/vllm-h100-load/load.tar.xz",
+        ("load/runs/*/*.jsonl", "load/sweep/*/*.jsonl"),
+        title="Qwen2.5-Coder-0.5B on vLLM under load: 1 … 128 requests in flight",
+    ),
     # docs/studies/gpu-h200-load.md, second session: the speed sweep (CPU against backend sampling) and
     # GSM8K at 32 in flight against 1.
     ReferenceStudy(
