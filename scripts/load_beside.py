@@ -41,9 +41,13 @@ def records(source: Path, inner: str, scratch: Path) -> list[Path]:
 
 def sweep_of(files: list[Path], suite: str) -> LoadSweep:
     study, options = load(files)
-    sweeps = [s for s in load_sweeps(study, options.warmup, options.margin, options.near_tie) if s.suite == suite]
+    sweeps = [
+        s for s in load_sweeps(study, options.warmup, options.margin, options.near_tie) if s.suite == suite
+    ]
     if len(sweeps) != 1:
-        raise SystemExit(f"load_beside: {len(sweeps)} sweeps of suite {suite!r} in these records, expected one")
+        raise SystemExit(
+            f"load_beside: {len(sweeps)} sweeps of suite {suite!r} in these records, expected one"
+        )
     return sweeps[0]
 
 

@@ -34,7 +34,12 @@ def _doc_table() -> str:
 
 def test_the_study_table_is_the_script_output(tmp_path: Path) -> None:
     md, svg = tmp_path / "table.md", tmp_path / "beside.svg"
-    assert _script().main(["--suite", "prompts", "--study", LLAMA, "--study", VLLM, "--md", str(md), "--svg", str(svg)]) == 0
+    assert (
+        _script().main(
+            ["--suite", "prompts", "--study", LLAMA, "--study", VLLM, "--md", str(md), "--svg", str(svg)]
+        )
+        == 0
+    )
     made = md.read_text(encoding="utf-8")
     assert made.startswith(_doc_table() + "\n")
     assert svg.read_text(encoding="utf-8").startswith("<svg")
