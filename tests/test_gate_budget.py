@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
@@ -13,16 +12,13 @@ from scipy.stats import norm
 from servediff.compare import gate_budget
 from servediff.compare.stats.sequential import Tally
 from servediff.gate import GateOptions, budget_plan
+from tests.helpers.scripts import load_script
 
 SIM = Path(__file__).resolve().parent.parent / "bench" / "gate_sim.py"
 
 
 def _sim() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gate_sim", SIM)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SIM)
 
 
 @pytest.mark.parametrize(("discordance", "power"), [(0.04, 0.8), (0.04, 0.9), (0.10, 0.8), (0.10, 0.9)])

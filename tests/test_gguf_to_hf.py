@@ -5,7 +5,6 @@ qwen2.5-coder-0.5b`)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -19,6 +18,7 @@ import pytest
 from servediff.engines.knobs import default_model_path
 from servediff.models import entry
 from servediff.models.cache import cached
+from tests.helpers.scripts import load_script
 
 pytest.importorskip("transformers", reason="the hf extra is not installed: pip install 'servediff[hf]'")
 pytest.importorskip("gguf", reason="the hf extra is not installed: pip install 'servediff[hf]'")
@@ -28,11 +28,7 @@ GPU = Path(__file__).resolve().parent.parent / "scripts" / "gpu"
 
 
 def _script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, GPU / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(GPU / f"{name}.py")
 
 
 def test_bad_arguments_are_one_line_and_write_nothing(

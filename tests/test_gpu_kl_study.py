@@ -3,7 +3,6 @@ so that a run on the GPU machine does not fail on something a CPU could have cau
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -18,6 +17,7 @@ import torch
 from servediff.compare.kl_runs import positions
 from servediff.engines.knobs import default_model_path
 from servediff.records import read_run
+from tests.helpers.scripts import load_script
 
 torch.set_num_threads(1)  # the test machine's cores are shared
 
@@ -25,11 +25,7 @@ SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "gpu_kl_study.py"
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_kl_study", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def test_the_study_runs_end_to_end_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

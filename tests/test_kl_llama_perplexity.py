@@ -10,14 +10,13 @@ the second effect; the tolerances below are a few times what was measured, not c
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from servediff.engines.knobs import default_model_path
+from tests.helpers.scripts import load_script
 
 pytestmark = pytest.mark.llama_server
 
@@ -25,12 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _crosscheck() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kl_crosscheck", ROOT / "bench" / "kl_crosscheck.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["kl_crosscheck"] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "bench" / "kl_crosscheck.py")
 
 
 @pytest.fixture(scope="module")

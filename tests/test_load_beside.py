@@ -4,12 +4,13 @@ and each cell is the same number as that study's own report."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.helpers.scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "load_beside.py"
@@ -19,11 +20,7 @@ VLLM = "vLLM 0.24.0, bf16 (H100)=" + str(ROOT / "docs/studies/vllm-h100-load/loa
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("load_beside", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def _doc_table() -> str:
