@@ -29,6 +29,9 @@
 #   load    examples/vllm-load.toml: the 0.5B one request at a time, then swept at 1 … 128 in flight
 #   bench   one 0.5B server driven by `vllm bench serve` and by `servediff run`, alternated, the
 #           same prompts and lengths at 64 and 256 in flight (bench/vllm_client.py reads them)
+#   verify  servediff verify with the 1.5B in bf16 as the reference (3 GSM8K runs at 1, 64 and 16 in
+#           flight, and its scoring through prompt_logprobs): a fresh bf16 server (8 item orders,
+#           VERIFY_ORDERS: the false alarms), FP8 and the 0.5B under the 1.5B's name as endpoints
 #   audit   servediff audit of VLLM_BATCH_INVARIANT=1 against =0 (examples/vllm-audit.toml) on the
 #           1.5B and the 0.5B: needle, mixed and prefix at 8, 32 and 128 in flight (audit05, audit15:
 #           one model each)
@@ -243,6 +246,39 @@ audit() {  # examples/vllm-audit.toml on the 1.5B, then the same pair on the 0.5
         say "audit $size: exit $?"
         pack audit  # each model's audit travels as soon as it ends
     done
+}
+verify() {  # servediff verify on vLLM: the 1.5B in bf16 is the reference; endpoints: the same on a
+    # fresh server under load (must pass: false alarms over VERIFY_ORDERS item orders), FP8 and the
+    # 0.5B served under the 1.5B's name (each must be caught), with the tokens each verdict took
+    ready 1.5b || return 1
+    ready 0.5b || return 1
+    local out=$root/verify orders=${VERIFY_ORDERS:-8} url
+    local common=(--engine http --no-progress --suite gsm8k --data "$root/data/gsm8k/test.jsonl" --limit 150
+        --max-tokens 128 --top-logprobs 5 --label reference)
+    mkdir -p "$out"
+    serve verify-ref 8105 --no-enable-prefix-caching || return 1  # a fresh server: its first run is cold
+    url=http://127.0.0.1:8105
+    sd run "${common[@]}" --base-url $url --repeat 1 --out "$out/ref.r1.jsonl"
+    sd run "${common[@]}" --base-url $url --repeat 2 --concurrency 64 --out "$out/ref.r2.jsonl"
+    sd run "${common[@]}" --base-url $url --repeat 3 --concurrency 16 --out "$out/ref.r3.jsonl"
+    sd run --engine http --no-progress --base-url $url --score "$out/ref.r1.jsonl" --score-api vllm \
+        --top-logprobs 5 --label reference-score --out "$out/ref.score.jsonl"
+    local ref=("$out/ref.r1.jsonl" "$out/ref.r2.jsonl" "$out/ref.r3.jsonl" "$out/ref.score.jsonl")
+    sd verify --reference "${ref[@]}" --plan --simulations 1000 --out "$out/plan.json" --md "$out/plan.md" \
+        >"$out/plan.out" 2>&1
+    unserve
+    endpoint() {  # endpoint NAME ORDERS: verify the server on 8106 with ORDERS item orders
+        local s
+        for s in $(seq 0 $(($2 - 1))); do
+            sd verify --reference "${ref[@]}" --base-url http://127.0.0.1:8106 --model "$MODEL" --score-api vllm \
+                --concurrency 64 --seed "$s" --out "$out/$1.s$s.json" --md "$out/$1.s$s.md" >"$out/$1.s$s.out" 2>&1
+            say "verify $1, order $s: exit $?"
+        done
+    }
+    serve verify-same 8106 --no-enable-prefix-caching && endpoint same "$orders"; unserve
+    serve verify-fp8 8106 --no-enable-prefix-caching --quantization fp8 && endpoint fp8 4; unserve
+    SERVEDIFF_VLLM_MODEL=$SERVEDIFF_VLLM_DRAFT serve verify-small 8106 --no-enable-prefix-caching && endpoint small 4
+    unserve
 }
 audit05() { AUDIT_MODELS=0.5b audit; }
 audit15() { AUDIT_MODELS=1.5b audit; }
