@@ -63,14 +63,16 @@ def read_servediff(path: Path, concurrency: int, rnd: int) -> Side:
     return Side("servediff", concurrency, rnd, len(done), len(items) - len(done), tokens, end - start)
 
 
-def sides(folder: Path) -> list[Side]:
-    """Every run of the folder, in the order they ran (order.txt: client, level, round, t0, t1, rc)."""
+def sides(folder: Path, notes: list[str]) -> list[Side]:
+    """Every run of the folder that finished, in the order they ran (order.txt: client, level, round,
+    t0, t1, rc); a run that did not (its exit status, 124 where the phase's time limit stopped it)
+    is named in ``notes`` and its round left out of the ratios."""
     out = []
     for line in (folder / "order.txt").read_text().splitlines():
         client, level, rnd, _t0, _t1, rc = line.split()
         if rc != "0":
-            where = f"{folder / 'order.txt'}: {client} at {level} in flight, round {rnd}"
-            raise SystemExit(f"{where} exited {rc}")
+            notes.append(f"- {client} at {level} in flight, round {rnd}: exited {rc}, its round left out")
+            continue
         c, r = int(level), int(rnd)
         if client == "vllm":
             out.append(read_vllm(folder / f"vllm.c{c}.r{r}.json", c, r))
@@ -89,8 +91,10 @@ def table(runs: list[Side]) -> list[str]:
     for c in sorted({s.concurrency for s in runs}):
         for r in sorted({s.round for s in runs if s.concurrency == c}):
             pair = [s for s in runs if s.concurrency == c and s.round == r]
-            v = next(s for s in pair if s.client == "vllm")
-            d = next(s for s in pair if s.client == "servediff")
+            v = next((s for s in pair if s.client == "vllm"), None)
+            d = next((s for s in pair if s.client == "servediff"), None)
+            if v is None or d is None:  # the other side did not finish (a note says so)
+                continue
             first = pair[0].client
             ratio = d.tokens_per_s / v.tokens_per_s
             ratios.setdefault(c, []).append(ratio)
@@ -115,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", type=Path)
     args = ap.parse_args(argv)
-    rows = table(sides(args.folder))
-    print("\n".join(rows))
+    notes: list[str] = []
+    rows = table(sides(args.folder, notes))
+    print("\n".join(rows + notes))
     return 0
 
 
