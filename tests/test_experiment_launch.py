@@ -131,6 +131,10 @@ def test_interrupt_between_configurations_then_resume(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C's default back: a shell starts background jobs with SIGINT ignored, Python then
+        # installs no KeyboardInterrupt handler, and the test (run as `pytest … &`) would send its
+        # SIGINT into nothing
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 240
