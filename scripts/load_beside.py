@@ -23,6 +23,7 @@ from pathlib import Path
 
 from servediff.compare.concurrency import LoadLevel, LoadSweep, load_sweeps
 from servediff.compare.loader import load
+from servediff.report import fmt
 from servediff.report.figures import load_svg
 
 
@@ -54,9 +55,10 @@ def sweep_of(files: list[Path], suite: str) -> LoadSweep:
 def cell(level: LoadLevel | None) -> str:
     if level is None:
         return "–"
-    speed = f"{level.tokens_per_s.value:,.0f}" if level.tokens_per_s else "n/a"
-    hazard = f"{level.hazard.rate_1000:.2g}" if level.hazard else "n/a"
-    return f"{level.identical}/{level.compared} · {hazard} · {speed}"
+    # the report's own formats, so that a cell reads as the same number in each study's report
+    speed = fmt.per_s(level.tokens_per_s.value if level.tokens_per_s else None)
+    hazard = fmt.rate(level.hazard.rate_1000) if level.hazard else "n/a"
+    return f"{fmt.ratio(level.identical, level.compared)} · {hazard} · {speed}"
 
 
 def table(named: list[tuple[str, LoadSweep]]) -> str:

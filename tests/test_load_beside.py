@@ -42,7 +42,7 @@ def test_the_study_table_is_the_script_output(tmp_path: Path) -> None:
     assert svg.read_text(encoding="utf-8").startswith("<svg")
     # each engine's cell at 8 in flight is its own report's "Under load" row at 8
     row = next(line for line in made.splitlines() if line.startswith("| 8 |"))
-    assert re.search(r"\| 9/40 · 9\.1 · 342 \| 21/40 · 4\.5 · 2,135 \|", row)
+    assert re.search(r"\| 9/40 · 9\.07 · 342 \| 21/40 · 4\.52 · 2,135 \|", row)
 
 
 def test_a_study_without_that_suite_is_refused(tmp_path: Path) -> None:
