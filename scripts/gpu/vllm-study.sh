@@ -263,9 +263,8 @@ verify() {  # servediff verify on vLLM: the 1.5B in bf16 is the reference; endpo
     sd run "${common[@]}" --base-url $url --repeat 3 --concurrency 16 --out "$out/ref.r3.jsonl"
     sd run --engine http --no-progress --base-url $url --score "$out/ref.r1.jsonl" --score-api vllm \
         --top-logprobs 5 --label reference-score --out "$out/ref.score.jsonl"
+    # the plan (`servediff verify --plan`) sends nothing: it is made from the records brought back
     local ref=("$out/ref.r1.jsonl" "$out/ref.r2.jsonl" "$out/ref.r3.jsonl" "$out/ref.score.jsonl")
-    sd verify --reference "${ref[@]}" --plan --simulations 1000 --out "$out/plan.json" --md "$out/plan.md" \
-        >"$out/plan.out" 2>&1
     unserve
     endpoint() {  # endpoint NAME ORDERS: verify the server on 8106 with ORDERS item orders
         local s
