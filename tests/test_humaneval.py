@@ -59,6 +59,26 @@ def test_an_infinite_loop_is_stopped_and_scored_failed() -> None:
     assert score.answer in ("timed out after 2 s", "CPU time limit reached")
 
 
+def test_the_cpu_limit_is_named_as_such() -> None:
+    # Six threads hashing outside the GIL spend CPU seconds faster than wall seconds, so the
+    # kernel's CPU limit comes before the wall-clock one. With the hard limit equal to the soft one
+    # Linux sent SIGKILL, and the reason read "killed by signal SIGKILL" (a CI run saw it).
+    burn = (
+        "import hashlib, threading\n"
+        "data = b'x' * (1 << 20)\n"
+        "def burn():\n"
+        "    while True:\n"
+        "        hashlib.sha256(data).digest()\n"
+        "for _ in range(5):\n"
+        "    threading.Thread(target=burn, daemon=True).start()\n"
+        "burn()\n"
+    )
+    assert run_program(burn, Limits(timeout_s=6)).reason == "CPU time limit reached"
+    # A program that catches SIGXCPU meets the hard limit a second later.
+    caught = "import signal\nsignal.signal(signal.SIGXCPU, lambda *a: None)\n" + burn
+    assert run_program(caught, Limits(timeout_s=6)).reason == "killed by signal SIGKILL"
+
+
 def test_a_sleeping_program_is_stopped_at_the_wall_clock_limit() -> None:
     outcome = run_program("import time\ntime.sleep(60)\n", Limits(timeout_s=1))
     assert (outcome.passed, outcome.reason) == (False, "timed out after 1 s")

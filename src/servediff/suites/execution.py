@@ -9,7 +9,10 @@ intermediate process (``suites.launcher``, itself started with an empty environm
 bootstrap that sets, inside the child, before the program runs:
 
 - ``RLIMIT_AS``: the address space (a runaway allocation ends in MemoryError, not in swapping);
-- ``RLIMIT_CPU``: CPU seconds (a busy loop is killed by the kernel even if the parent is gone);
+- ``RLIMIT_CPU``: CPU seconds (a busy loop is killed by the kernel even if the parent is gone). The
+  hard limit is one second above the soft one: at equal limits Linux sends SIGKILL, not SIGXCPU,
+  and the reason would read as an unexplained kill; a program that catches SIGXCPU still meets
+  the hard limit a second later;
 - ``RLIMIT_FSIZE``: the largest file it may write, its error output among them (a flood of
   stderr stops at that size; servediff reads only the last few kilobytes);
 - ``RLIMIT_CORE`` 0: no core dumps.
@@ -59,7 +62,7 @@ _BOOTSTRAP = """\
 import os, resource, sys
 mem, cpu, fsize, token_fd, result_fd = (int(a) for a in sys.argv[1:6])
 resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
 resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 try:  # Linux: no capabilities, now or after an exec, so root too is held by "not dumpable"
