@@ -28,3 +28,21 @@ def test_builtin_embedded_experiment_runs_and_resumes(tmp_path: Path) -> None:
     assert "<code>stock</code> vs <code>tuned</code>" in page and "speculative_decoding" in page
     again = run_experiment(exp, progress=False)
     assert again.ran == [] and len(again.skipped) == 3
+
+
+def test_an_interleaved_run_is_timed_over_its_own_blocks(tmp_path: Path) -> None:
+    from servediff.compare import speed as sp
+    from servediff.records import read_run
+
+    # Eight prompts in blocks of four, ABBA: stock's two blocks lie either side of both of tuned's.
+    exp = demo_experiment(tmp_path / "demo", max_tokens=8, limit=8, mmlu_limit=0)
+    run_experiment(exp, progress=False)
+    first = read_run(next((tmp_path / "demo" / "runs").glob("stock.*/prompts.*.r1.jsonl")))
+    assert len(sp.stretch_starts(first)) == 2
+    items = sp.run_items(first, 0)
+    gap = float(items.start.max() - items.start.min())
+    busy = float(items.latency.sum())
+    # Timed from its first request to its last, the run would count tuned's blocks as its own
+    # wall time: about half a request in flight. One at a time, over its own stretches, it is 1.
+    assert busy / gap < 0.8
+    assert items.in_flight is not None and 0.95 <= items.in_flight <= 1.0

@@ -124,3 +124,27 @@ def test_embedded_engine_records_its_own_counters() -> None:
         assert c.n_tokens is not None and t["eval_n"] in (c.n_tokens - 1, c.n_tokens)
         assert c.ttft_s is not None and c.itl_s is not None and 0 < c.ttft_s < c.latency_s
         assert (t["prompt_eval_ms"] + t["eval_ms"]) / 1000 <= c.latency_s
+
+
+def test_in_flight_is_over_each_stretch_of_work() -> None:
+    import numpy as np
+
+    def items(start: list[float], latency: list[float]) -> speed.Items:
+        n = len(start)
+        nan = np.full(n, np.nan)
+        return speed.Items(
+            keys=[str(i) for i in range(n)], tokens=np.ones(n), latency=np.array(latency), ttft=nan,
+            itl=nan, start=np.array(start), warmup=0, errors=0, in_flight=None,
+        )  # fmt: skip
+
+    # Two requests one after the other, then an hour's gap (killed, then resumed), then two more.
+    run = items([0.0, 1.0, 3600.0, 3601.0], [1.0, 1.0, 1.0, 1.0])
+    assert speed.in_flight(run, 1) == pytest.approx(4 / 3602)  # timed over the gap
+    # The first stretch's record was lost with the kill: the items before the first start known.
+    assert speed.in_flight(run, 1, [3600.0]) == pytest.approx(1.0)
+    assert speed.in_flight(run, 1, [0.0, 3600.0]) == pytest.approx(1.0)
+    # A stretch's start is taken just before its first request, to the millisecond.
+    assert speed.in_flight(run, 1, [0.0004, 3600.0004]) == pytest.approx(1.0)
+    # Two in flight throughout one stretch: 2, whatever the breaks say of other times.
+    both = items([0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0])
+    assert speed.in_flight(both, 2, [-5.0, 100.0]) == pytest.approx(2.0)

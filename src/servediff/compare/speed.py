@@ -6,11 +6,14 @@ Every item of a run records its wall latency (request sent → answer back), its
 and, from schema 3 on, when it finished (``finished_at``). From these:
 
 - output tokens/s = Σ tokens / wall and requests/s = items / wall, where wall runs from the
-  first request sent to the last answer back. Written as (Σ tokens / Σ latency) × in-flight, with
-  in-flight = Σ latency / wall the mean number of requests in flight (1 for a sequential run),
-  so the interval can resample items: the bootstrap resamples the ratio and keeps in-flight
-  fixed. Records without ``finished_at`` count as sequential at concurrency 1 and have no
-  throughput at higher concurrency.
+  first request sent to the last answer back — within each stretch of work the runner recorded
+  (header ``load``): a run made in several stretches (the demo's interleaved ABBA blocks, a run
+  resumed after an interruption) is timed over its stretches, not over the other
+  configurations' blocks or the hours between a kill and its resume. Written as
+  (Σ tokens / Σ latency) × in-flight, with in-flight = Σ latency / wall the mean number of
+  requests in flight (1 for a sequential run), so the interval can resample items: the
+  bootstrap resamples the ratio and keeps in-flight fixed. Records without ``finished_at``
+  count as sequential at concurrency 1 and have no throughput at higher concurrency.
 - latency percentiles p50/p90/p99 (linear interpolation, numpy's default), each with a
   percentile-bootstrap interval over items. With few items p99 is close to the maximum.
 - speedup of B against A = B's tokens/s ÷ A's, bootstrapped over the item ids both ran (paired:
@@ -143,8 +146,20 @@ def _run_items(run: Run, warmup: int) -> Items:
         unique=True,
     )
     if flight is None:
-        flight = in_flight(items, run.header.concurrency)
+        flight = in_flight(items, run.header.concurrency, stretch_starts(run))
     return dataclasses.replace(items, in_flight=flight)
+
+
+def stretch_starts(run: Run) -> tuple[float, ...]:
+    """When each recorded stretch of work began (epoch seconds; empty in records made before
+    stretches carried the time)."""
+    out = []
+    for stretch in run.header.extra.get("load") or []:
+        start = stretch.get("start") if isinstance(stretch, dict) else None
+        at = start.get("at") if isinstance(start, dict) else None
+        if isinstance(at, (int, float)):
+            out.append(float(at))
+    return tuple(sorted(out))
 
 
 def _pick(column: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -207,16 +222,28 @@ def batched_in_flight(items: Sequence[Item]) -> float | None:
     return sum(it.latency_s or 0.0 for it in items) / wall if wall > 0 else None
 
 
-def in_flight(items: Items, concurrency: int) -> float | None:
-    """Σ latency / wall (first start → last finish): the mean number of requests in flight."""
+BREAK_TOLERANCE_S = 0.005
+
+
+def in_flight(items: Items, concurrency: int, breaks: Sequence[float] = ()) -> float | None:
+    """Σ latency / wall: the mean number of requests in flight. Wall is first start → last
+    finish within each stretch of work, summed; ``breaks``: when each stretch began (items sent
+    before the first belong to a stretch whose record was lost, a killed run's)."""
     if not len(items):
         return None
     if np.isnan(items.start).any():
         return 1.0 if concurrency == 1 else None
-    first = float(items.start.min())
-    last = float((items.start + items.latency).max())
+    finish = items.start + items.latency
+    # A stretch's time is taken just before its first request and kept to the millisecond: the
+    # tolerance keeps that request from counting as the stretch before's.
+    edges = np.asarray(breaks, dtype=float) - BREAK_TOLERANCE_S
+    stretch = np.searchsorted(edges, items.start, side="right")
+    wall = 0.0
+    for k in np.unique(stretch).tolist():
+        mine = stretch == k
+        wall += float(finish[mine].max()) - float(items.start[mine].min())
     busy = sum(items.latency.tolist())  # summed in order, as the reports before columns did
-    return busy / (last - first) if last > first else None
+    return busy / wall if wall > 0 else None
 
 
 def pooled(parts: Sequence[Items]) -> Items:

@@ -57,7 +57,8 @@ def intro(warmup: int) -> str:
     first = "none" if warmup == 0 else ("the first item" if warmup == 1 else f"the first {warmup} items")
     return (
         "Output tokens/s and requests/s = tokens (requests) ÷ wall time from the first request sent to the "
-        "last answer back; latency is per request, sent to answered. The intervals of rates and latencies "
+        "last answer back, summed over the stretches a run was made in (interleaved blocks, a resume); "
+        "latency is per request, sent to answered. The intervals of rates and latencies "
         "are 95 % percentile bootstraps over items (seeded): they say how precisely these runs were "
         "measured, not where a rerun would land. The speedup's interval includes run-to-run variance "
         "where a configuration ran more than once (a t interval over per-run throughputs, on the items "
