@@ -145,6 +145,9 @@ def test_in_flight_is_over_each_stretch_of_work() -> None:
     assert speed.in_flight(run, 1, [0.0, 3600.0]) == pytest.approx(1.0)
     # A stretch's start is taken just before its first request, to the millisecond.
     assert speed.in_flight(run, 1, [0.0004, 3600.0004]) == pytest.approx(1.0)
+    # Items out of their sending order (pooled from elsewhere) give the same wall.
+    shuffled = items([3601.0, 0.0, 3600.0, 1.0], [1.0, 1.0, 1.0, 1.0])
+    assert speed.in_flight(shuffled, 1, [0.0, 3600.0]) == pytest.approx(1.0)
     # Two in flight throughout one stretch: 2, whatever the breaks say of other times.
     both = items([0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0])
     assert speed.in_flight(both, 2, [-5.0, 100.0]) == pytest.approx(2.0)

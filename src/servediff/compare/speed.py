@@ -238,10 +238,19 @@ def in_flight(items: Items, concurrency: int, breaks: Sequence[float] = ()) -> f
     # tolerance keeps that request from counting as the stretch before's.
     edges = np.asarray(breaks, dtype=float) - BREAK_TOLERANCE_S
     stretch = np.searchsorted(edges, items.start, side="right")
-    wall = 0.0
-    for k in np.unique(stretch).tolist():
-        mine = stretch == k
-        wall += float(finish[mine].max()) - float(items.start[mine].min())
+    # Each stretch's first start and last finish, in one pass whatever the number of stretches.
+    # A run's items come in the order they were sent, so the stretches already follow each other.
+    steps = np.diff(stretch, prepend=-1)
+    if (steps < 0).any():
+        order = np.argsort(stretch, kind="stable")
+        stretch, start, finish = stretch[order], items.start[order], finish[order]
+        steps = np.diff(stretch, prepend=-1)
+    else:
+        start = items.start
+    cuts = np.flatnonzero(steps)
+    first = np.minimum.reduceat(start, cuts)
+    last = np.maximum.reduceat(finish, cuts)
+    wall = float((last - first).sum())
     busy = sum(items.latency.tolist())  # summed in order, as the reports before columns did
     return busy / wall if wall > 0 else None
 
