@@ -5,6 +5,7 @@ stopped at the time limit and scored failed (not errored), the suite is refused 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -63,8 +64,6 @@ def test_the_cpu_limit_is_named_as_such() -> None:
     # Six threads hashing outside the GIL spend CPU seconds faster than wall seconds, so the
     # kernel's CPU limit comes before the wall-clock one. With the hard limit equal to the soft one
     # Linux sent SIGKILL, and the reason read "killed by signal SIGKILL" (a CI run saw it).
-    import os
-
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one core: CPU time cannot outrun wall time")
     burn = (

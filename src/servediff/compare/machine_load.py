@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from servediff.records import Run
 
@@ -40,13 +40,27 @@ class Load:
         return self.verdict in ("changed", "oversubscribed")
 
 
+Point = dict[str, Any]  # servediff.machine.load_now: load_1min, cores, at
+
+
+def stretches(run: Run) -> list[tuple[Point, Point]]:
+    """The (start, end) point of each stretch of work ``run`` recorded (header ``load``, written
+    by ``runner.record_load``); a point the record lacks is an empty dict."""
+    out = []
+    for stretch in run.header.extra.get("load") or []:
+        if isinstance(stretch, dict):
+            start, end = stretch.get("start"), stretch.get("end")
+            out.append((start if isinstance(start, dict) else {}, end if isinstance(end, dict) else {}))
+    return out
+
+
 def run_load(runs: Sequence[Run]) -> float | None:
     """The highest load per usable core any of ``runs`` recorded (start or end of a stretch)."""
     found = []
     for run in runs:
-        for stretch in run.header.extra.get("load") or []:
-            for point in (stretch.get("start"), stretch.get("end")):
-                if isinstance(point, dict) and point.get("load_1min") is not None and point.get("cores"):
+        for stretch in stretches(run):
+            for point in stretch:
+                if point.get("load_1min") is not None and point.get("cores"):
                     found.append(float(point["load_1min"]) / float(point["cores"]))
     return max(found) if found else None
 

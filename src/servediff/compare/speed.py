@@ -50,6 +50,7 @@ from typing import cast, overload
 
 import numpy as np
 
+from servediff.compare.machine_load import stretches
 from servediff.records import Item, Run
 
 RESAMPLES = 2000
@@ -153,13 +154,8 @@ def _run_items(run: Run, warmup: int) -> Items:
 def stretch_starts(run: Run) -> tuple[float, ...]:
     """When each recorded stretch of work began (epoch seconds; empty in records made before
     stretches carried the time)."""
-    out = []
-    for stretch in run.header.extra.get("load") or []:
-        start = stretch.get("start") if isinstance(stretch, dict) else None
-        at = start.get("at") if isinstance(start, dict) else None
-        if isinstance(at, (int, float)):
-            out.append(float(at))
-    return tuple(sorted(out))
+    at = (start.get("at") for start, _ in stretches(run))
+    return tuple(sorted(float(t) for t in at if isinstance(t, (int, float))))
 
 
 def _pick(column: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -239,17 +235,10 @@ def in_flight(items: Items, concurrency: int, breaks: Sequence[float] = ()) -> f
     edges = np.asarray(breaks, dtype=float) - BREAK_TOLERANCE_S
     stretch = np.searchsorted(edges, items.start, side="right")
     # Each stretch's first start and last finish, in one pass whatever the number of stretches.
-    # A run's items come in the order they were sent, so the stretches already follow each other.
-    steps = np.diff(stretch, prepend=-1)
-    if (steps < 0).any():
-        order = np.argsort(stretch, kind="stable")
-        stretch, start, finish = stretch[order], items.start[order], finish[order]
-        steps = np.diff(stretch, prepend=-1)
-    else:
-        start = items.start
-    cuts = np.flatnonzero(steps)
-    first = np.minimum.reduceat(start, cuts)
-    last = np.maximum.reduceat(finish, cuts)
+    order = np.argsort(stretch, kind="stable")
+    cuts = np.flatnonzero(np.diff(stretch[order], prepend=-1))
+    first = np.minimum.reduceat(items.start[order], cuts)
+    last = np.maximum.reduceat(finish[order], cuts)
     wall = float((last - first).sum())
     busy = sum(items.latency.tolist())  # summed in order, as the reports before columns did
     return busy / wall if wall > 0 else None
