@@ -22,8 +22,10 @@
 #           floor) and FP8 once
 #   seed    servediff experiment examples/vllm-seed.toml: stock (twice), n-gram, FP8, draft (left
 #           out where the payload has no 0.5B: PAYLOAD_MODELS of vllm-payload.sh)
-#   draft   the same experiment resumed on docs/studies/vllm-h200/seed.tar.xz's records (or
-#           SEED_RECORDS): only the draft configuration runs (and stock again, to probe its side)
+#   draft   the same experiment with stock (twice) and draft alone, in ROOT/draft: the draft is
+#           compared with a stock server on the same machine, never with the committed records
+#           (the same stock configuration answers differently on another GPU: an H100 against the
+#           H200 of docs/studies/vllm-h200, 10/20 prompts identical)
 #   metrics a tuned 1.5B server's answers again (→ ROOT/metrics): /metrics before and after a request
 #           that n-gram speculation drafts for, so the recorded counters move
 #   load    examples/vllm-load.toml: the 0.5B one request at a time, then swept at 1 … 128 in flight
@@ -32,6 +34,8 @@
 #   verify  servediff verify with the 1.5B in bf16 as the reference (3 GSM8K runs at 1, 64 and 16 in
 #           flight, and its scoring through prompt_logprobs): a fresh bf16 server (8 item orders,
 #           VERIFY_ORDERS: the false alarms), FP8 and the 0.5B under the 1.5B's name as endpoints
+#   xverify a fresh stock 1.5B server verified against stock GSM8K runs of another machine
+#           (XVERIFY_REFERENCE) and of this one (the draft phase's): false alarms across machines
 #   audit   servediff audit of VLLM_BATCH_INVARIANT=1 against =0 (examples/vllm-audit.toml) on the
 #           1.5B and the 0.5B: needle, mixed and prefix at 8, 32 and 128 in flight (audit05, audit15:
 #           one model each)
@@ -107,7 +111,6 @@ unserve() {
 trap unserve EXIT
 pack() {  # pack PHASE: ROOT/PHASE.tar.xz of the phase's folder, the shapes so far, the logs and the study log
     local dir=$1
-    [ "$1" = draft ] && dir=seed  # the draft configuration's records join the seed study's
     case $1 in audit*) dir=audit ;; esac
     mkdir -p "$root/$dir"
     tar -C "$root" -cf - "$dir" $(cd "$root" && ls -d shapes 2>/dev/null | grep -vx "$dir") logs vllm.log | xz -T0 -6 >"$root/$1.tar.xz.part" && mv "$root/$1.tar.xz.part" "$root/$1.tar.xz"
@@ -173,11 +176,21 @@ PY
     sd experiment "$file" --out "$root/seed" --no-progress >"$root/logs/seed.log" 2>&1
 }
 
-draft() {  # the seed study's draft configuration alone: the experiment resumes on the committed records
+draft() {  # stock (twice, the control) and the draft configuration on this machine, in ROOT/draft
     ready 1.5b || return 1
     [ -d "$SERVEDIFF_VLLM_DRAFT" ] || { say "draft: the payload has no 0.5B (PAYLOAD_MODELS)"; return 2; }
-    [ -d "$root/seed/runs" ] || tar -xJf "${SEED_RECORDS:-docs/studies/vllm-h200/seed.tar.xz}" -C "$root" seed/runs seed/probes
-    sd experiment examples/vllm-seed.toml --out "$root/seed" --no-progress >>"$root/logs/seed.log" 2>&1
+    local file=$root/vllm-draft.toml
+    python3 - examples/vllm-seed.toml "$file" <<'PY'
+import sys
+text = open(sys.argv[1]).read()
+head, *blocks = text.split("[[configurations]]")
+keep = [b for b in blocks if 'label = "stock"' in b or 'label = "draft"' in b]
+assert len(keep) == 2, "stock and draft are expected in the seed experiment"
+head = head.replace("stock vs prefix caching + n-gram or draft-model speculation vs FP8",
+                    "stock vs prefix caching + draft-model speculation")
+open(sys.argv[2], "w").write("[[configurations]]".join([head, *keep]))
+PY
+    sd experiment "$file" --out "$root/draft" --no-progress >"$root/logs/draft.log" 2>&1
 }
 
 load() {  # examples/vllm-load.toml: the 0.5B one request at a time, then swept at 1 … 128 in flight
@@ -279,6 +292,27 @@ verify() {  # servediff verify on vLLM: the 1.5B in bf16 is the reference; endpo
     SERVEDIFF_VLLM_MODEL=$SERVEDIFF_VLLM_DRAFT serve verify-small 8106 --no-enable-prefix-caching && endpoint small 4
     unserve
 }
+xverify() {  # false alarms across machines: a fresh stock server here, verified against stock GSM8K
+    # runs made on another machine (XVERIFY_REFERENCE: a tar of seed/runs/stock.*/gsm8k.*, the
+    # committed seed study's) and against the draft phase's stock runs on this one
+    ready 1.5b || return 1
+    local out=$root/xverify s side refs
+    mkdir -p "$out/other"
+    tar -xJf "${XVERIFY_REFERENCE:?a tar of stock GSM8K runs from another machine}" -C "$out/other" || return 1
+    serve xverify 8107 --no-enable-prefix-caching || return 1
+    for s in $(seq 0 $((${XVERIFY_ORDERS:-3} - 1))); do
+        for side in other here; do
+            if [ $side = other ]; then refs=("$out"/other/seed/runs/stock.*/gsm8k.*.jsonl)
+            else refs=("$root"/draft/runs/stock.*/gsm8k.*.jsonl); fi
+            [ -f "${refs[0]}" ] || { say "xverify: no $side reference"; continue; }
+            sd verify --reference "${refs[@]}" --base-url http://127.0.0.1:8107 --model "$MODEL" \
+                --concurrency 64 --seed "$s" --out "$out/$side.s$s.json" --md "$out/$side.s$s.md" >"$out/$side.s$s.out" 2>&1
+            say "xverify against $side, order $s: exit $?"
+        done
+    done
+    unserve
+    rm -rf "$out/other"  # the committed records: not packed again
+}
 audit05() { AUDIT_MODELS=0.5b audit; }
 audit15() { AUDIT_MODELS=1.5b audit; }
 
@@ -286,6 +320,7 @@ case $1 in
 setup) [ $# -eq 3 ] || usage; mkdir -p "$root/logs"; setup "$3" ;;
 run)
     mkdir -p "$root/logs"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$root/logs/gpu.txt" 2>&1
     for phase in ${PHASES:-shapes seed kl}; do
         t0=$SECONDS
         say "phase $phase"
