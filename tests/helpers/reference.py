@@ -36,6 +36,7 @@ class ReferenceStudy:
     checkpoints: bool = False
     control: str | None = None  # experiments with pairs = "control": pairs with this label only
     ordered: bool = False  # files in the globs' order (else sorted by path)
+    also: tuple[str, ...] = ()  # more tarballs under docs/, unpacked beside ``source``'s records
 
     @property
     def summary_path(self) -> Path:
@@ -47,8 +48,9 @@ class ReferenceStudy:
         if self.source.endswith((".tar.gz", ".tar.xz")):
             folder = scratch / self.name
             if not folder.exists():
-                with tarfile.open(ROOT / self.source) as tar:
-                    tar.extractall(folder, filter="data")
+                for source in (self.source, *self.also):
+                    with tarfile.open(ROOT / source) as tar:
+                        tar.extractall(folder, filter="data")
         if self.ordered:  # the globs' order is the study's: its first configuration is the reference
             return list(dict.fromkeys(p for g in self.globs for p in sorted(folder.glob(g))))
         return sorted({p for g in self.globs for p in folder.glob(g)})
@@ -116,6 +118,16 @@ STUDIES = (
         ("kl/prompts.*.jsonl", "kl/onpolicy.*.jsonl", "kl/gsm8k.*.jsonl"),
         title="Qwen2.5-Coder-1.5B on vLLM 0.24.0 (H100): FP8 against bf16, teacher-forced",
         ordered=True,
+    ),
+    # docs/studies/vllm-h200.md: the same stock configuration on two GPUs, from the two sessions'
+    # records: the seed study's stock runs on an H200 against the kl phase's bf16 prompts on an H100.
+    ReferenceStudy(
+        "vllm-two-gpus",
+        "docs/studies/vllm-h200/seed.tar.xz",
+        ("seed/runs/stock*/prompts.*.jsonl", "kl/prompts.bf16.jsonl"),
+        title="Qwen2.5-Coder-1.5B on vLLM 0.24.0, the stock configuration on an H200 and on an H100",
+        ordered=True,
+        also=("docs/studies/vllm-h200/kl.tar.xz",),
     ),
     # docs/studies/vllm-h100-load.md: Qwen2.5-Coder-0.5B on vLLM 0.24.0, one request at a time and
     # swept at 1 … 128 in flight (identity and hazard against 1 in flight, GSM8K at 128 against 1).
