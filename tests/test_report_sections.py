@@ -122,3 +122,52 @@ def test_the_verdict_table_opens_the_report(tmp_path: Path) -> None:
     # each byte-identity cell is toned by what it says: a pair that changed output is a warning
     tuned = next(row for row in table.rows if row[0].text[0].text == "tuned")
     assert tuned[3].tone == "warn" and "prompts 1/4" in (tuned[3].text[0].text or "")
+
+
+def _timed_run(path: Path, label: str, suite: str, repeat: int, seconds: float) -> None:
+    """A run of 8 items of 10 tokens each, one request at a time, each taking ``seconds``."""
+    from servediff.records import item_line, make_header, make_item
+    from servediff.types import Completion, SamplingParams
+    from tests.helpers.records import suite_info
+
+    ids = [f"{suite}-{i}" for i in range(8)]
+    header = make_header(
+        label=label,
+        repeat=repeat,
+        engine={"kind": "llamacpp", "model": "test-model.gguf"},
+        sampling=SamplingParams(max_tokens=10),
+        suite=suite_info(suite, ids),
+        concurrency=1,
+    )
+    lines = [header.model_dump_json() + "\n"]
+    at = 1_000.0 * repeat + (100.0 if label == "tuned" else 0.0)
+    for i in ids:
+        at += seconds
+        c = Completion(
+            i, text=f"{i} {label}", n_tokens=10, finish_reason="length", latency_s=seconds, finished_at=at
+        )
+        lines.append(item_line(make_item(c, i, None, {})))
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def test_a_pooled_speedup_over_suites_that_moved_opposite_ways_says_so(tmp_path: Path) -> None:
+    # tuned is twice as fast on "short" and half as fast on "long": pooled, about 0.8x, which
+    # alone would read as "a little slower everywhere"
+    for suite, tuned in (("short", 0.5), ("long", 2.0)):
+        for r, jitter in ((1, 1.0), (2, 1.02)):
+            _timed_run(tmp_path / f"stock.{suite}.r{r}.jsonl", "stock", suite, r, 1.0 * jitter)
+            _timed_run(tmp_path / f"tuned.{suite}.r{r}.jsonl", "tuned", suite, r, tuned / jitter)
+    report = build(*load(sorted(tmp_path.glob("*.jsonl"))))
+    tuned_v = next(v for v in report.verdicts if v.label == "tuned")
+    assert {s for s, _ in tuned_v.split} == {"short", "long"}
+    table = next(b for b in sections.slot("top", report) if isinstance(b, Table))
+    speed = next(row for row in table.rows if row[0].text[0].text == "tuned")[2]
+    text = speed.text[0].text or ""
+    assert speed.tone == "warn" and "the suites differ:" in text
+    assert "short 2× [" in text and "long 0.51× [" in text, text
+
+    # both suites faster: one number says it, no note
+    for r, jitter in ((1, 1.0), (2, 1.02)):
+        _timed_run(tmp_path / f"tuned.long.r{r}.jsonl", "tuned", "long", r, 0.5 / jitter)
+    report = build(*load(sorted(tmp_path.glob("*.jsonl"))))
+    assert next(v for v in report.verdicts if v.label == "tuned").split == ()

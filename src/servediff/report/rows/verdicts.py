@@ -18,7 +18,7 @@ from servediff.compare.loader import is_sweep
 from servediff.compare.machine_load import Load, load_check
 from servediff.compare.quality import PairQuality
 from servediff.compare.reruns import Speedup, speedup
-from servediff.compare.study import Study
+from servediff.compare.study import Configuration, Study
 from servediff.compare.vocabulary import QualityVerdict
 from servediff.report.rows.speed_table import items_of, references, runs_of
 
@@ -47,6 +47,9 @@ class Verdict:
     quality: tuple[QualityDelta, ...]
     verification: str | None  # None: nothing was checked
     load: Load | None = None  # the machine's load under it and the reference (None: reference)
+    # (suite, speedup) where the suites' own intervals point opposite ways (one faster, one slower):
+    # the pooled speedup alone would hide that; empty otherwise
+    split: tuple[tuple[str, Speedup], ...] = ()
 
 
 def verdicts(
@@ -90,7 +93,26 @@ def _verdict(
         load=load_check([r for c in theirs for r in c.runs], [r for c in mine for r in c.runs])
         if theirs
         else None,
+        split=_split(mine, refs, label, warmup) if keyed else (),
     )
+
+
+def _split(
+    mine: Sequence[Configuration], refs: Mapping[str, Configuration], label: str, warmup: int
+) -> tuple[tuple[str, Speedup], ...]:
+    """Each suite's own speedup, where at least one suite is measurably faster and another
+    measurably slower than the reference (intervals wholly above and wholly below 1)."""
+    per = []
+    for c in mine:
+        ref = refs.get(c.suite)
+        if ref is None or ref.label == label:
+            continue
+        s = speedup(runs_of([ref], warmup), runs_of([c], warmup))
+        if s is not None:
+            per.append((c.suite, s))
+    faster = any(s.low > 1 for _, s in per)
+    slower = any(s.high < 1 for _, s in per)
+    return tuple(per) if faster and slower else ()
 
 
 def _quality(scored: Sequence[PairQuality], a: str | None, b: str) -> tuple[QualityDelta, ...]:

@@ -59,6 +59,13 @@ def _speed(v: Verdict) -> Cell:
     if s.basis == "items":  # one run each: nothing says where a rerun would land
         tone = "neutral"
     note = f" — {wording.ONE_RUN_EACH}" if s.basis == "items" else ""
+    if v.split:  # one number over suites that moved opposite ways: say so, and where each went
+        each = ", ".join(
+            f"{suite} {fmt.speedup(x.value)} [{fmt.speedup(x.low)}, {fmt.speedup(x.high)}]"
+            for suite, x in v.split
+        )
+        note += f" — the suites differ: {each} (Speed)"
+        tone = "warn"
     return cell(f"{fmt.speedup(s.value)} {wording.speedup_interval(s)}{where}{note}", tone=tone)
 
 
