@@ -105,7 +105,11 @@ serve() {  # serve NAME PORT ARGS…: one vLLM server of the 1.5B, healthy or ex
     server_pid=$!
     echo "$name: vllm api_server --port $port --seed 42 --max-model-len 4096 --gpu-memory-utilization 0.5 $*" \
         >>"$root/logs/commands.txt"
-    for _ in $(seq 600); do
+    healthy "$name" "$port" "$t0" 600
+}
+healthy() {  # healthy NAME PORT T0 SECONDS: wait for the server just started (server_pid) to answer
+    local name=$1 port=$2 t0=$3
+    for _ in $(seq "$4"); do
         curl -sf "http://127.0.0.1:$port/health" >/dev/null && { say "$name healthy after $((SECONDS - t0)) s"; return 0; }
         kill -0 "$server_pid" 2>/dev/null || break
         sleep 1
@@ -324,12 +328,7 @@ lserve() {  # lserve NAME PORT GGUF: llama-server (CUDA) of a GGUF as the 1.5B, 
     server_pid=$!
     echo "$name: llama-server -m $(basename "$3") --port $port -ngl 99 --seed 42 --jinja -c 65536 -np 64" \
         >>"$root/logs/commands.txt"
-    for _ in $(seq 300); do
-        curl -sf "http://127.0.0.1:$port/health" >/dev/null && { say "$name healthy after $((SECONDS - t0)) s"; return 0; }
-        kill -0 "$server_pid" 2>/dev/null || break
-        sleep 1
-    done
-    say "$name did not start (see logs/$name.log)"; tail -20 "$root/logs/$name.log" >>"$root/vllm.log"; return 1
+    healthy "$name" "$port" "$t0" 300
 }
 xverify() {  # false alarms across machines: a fresh stock server here, verified against stock GSM8K
     # runs made on another machine (XVERIFY_REFERENCE: a tar of seed/runs/stock.*/gsm8k.*, the
