@@ -173,17 +173,25 @@ kl() {
     unserve
 }
 
+seed_with() {  # seed_with OUT TITLE LABEL…: examples/vllm-seed.toml with only the configurations
+    # LABEL… (in the file's order) and, unless TITLE is empty, that title
+    python3 - examples/vllm-seed.toml "$@" <<'PY'
+import re, sys
+src, out, title, *labels = sys.argv[1:]
+head, *blocks = open(src).read().split("[[configurations]]")
+keep = [b for b in blocks if re.search(r'^label = "([^"]*)"', b, re.M).group(1) in labels]
+assert len(keep) == len(labels), f"configurations {labels} expected in {src}"
+if title:
+    head = re.sub(r"^title = .*$", lambda _: f'title = "{title}"', head, count=1, flags=re.M)
+open(out, "w").write("[[configurations]]".join([head, *keep]))
+PY
+}
+
 seed() {  # without its draft configuration where the payload has no 0.5B
     local file=examples/vllm-seed.toml
     if [ ! -d "$SERVEDIFF_VLLM_DRAFT" ]; then
         file=$root/vllm-seed.toml
-        python3 - examples/vllm-seed.toml "$file" <<'PY'
-import sys
-text = open(sys.argv[1]).read()
-cut = text.rindex("[[configurations]]")
-assert 'label = "draft"' in text[cut:], "the draft configuration is expected last"
-open(sys.argv[2], "w").write(text[:cut])
-PY
+        seed_with "$file" "" stock ngram fp8 || return 1
         say "seed: no draft model in the payload: the draft configuration is left out"
     fi
     sd experiment "$file" --out "$root/seed" --no-progress >"$root/logs/seed.log" 2>&1
@@ -193,16 +201,8 @@ draft() {  # stock (twice, the control) and the draft configuration on this mach
     ready 1.5b || return 1
     [ -d "$SERVEDIFF_VLLM_DRAFT" ] || { say "draft: the payload has no 0.5B (PAYLOAD_MODELS)"; return 2; }
     local file=$root/vllm-draft.toml
-    python3 - examples/vllm-seed.toml "$file" <<'PY'
-import sys
-text = open(sys.argv[1]).read()
-head, *blocks = text.split("[[configurations]]")
-keep = [b for b in blocks if 'label = "stock"' in b or 'label = "draft"' in b]
-assert len(keep) == 2, "stock and draft are expected in the seed experiment"
-head = head.replace("stock vs prefix caching + n-gram or draft-model speculation vs FP8",
-                    "stock vs prefix caching + draft-model speculation")
-open(sys.argv[2], "w").write("[[configurations]]".join([head, *keep]))
-PY
+    seed_with "$file" "Qwen2.5-Coder-1.5B on vLLM: stock vs prefix caching + draft-model speculation" \
+        stock draft || return 1
     sd experiment "$file" --out "$root/draft" --no-progress >"$root/logs/draft.log" 2>&1
 }
 

@@ -86,7 +86,9 @@ def build(study: Study, options: ReportOptions) -> Report:
         sweeps=sweeps(study),
         limitations=LIMITATIONS,
         speed=speed,
-        verdicts=verdicts(study, options.warmup, quality_.pairs if quality_ else (), verification(claims)),
+        verdicts=verdicts(
+            study, options.warmup, quality_.pairs if quality_ else (), verification(claims), speed
+        ),
         warmup=options.warmup,
         attribution=factor_tables(study, options.margin),
         kl=kl,

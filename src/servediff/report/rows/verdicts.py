@@ -18,9 +18,9 @@ from servediff.compare.loader import is_sweep
 from servediff.compare.machine_load import Load, load_check
 from servediff.compare.quality import PairQuality
 from servediff.compare.reruns import Speedup, speedup
-from servediff.compare.study import Configuration, Study
+from servediff.compare.study import Study
 from servediff.compare.vocabulary import QualityVerdict
-from servediff.report.rows.speed_table import items_of, references, runs_of
+from servediff.report.rows.speed_table import SpeedRow, items_of, references, runs_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,21 +53,31 @@ class Verdict:
 
 
 def verdicts(
-    study: Study, warmup: int, scored: Sequence[PairQuality], verification: Mapping[str, str]
+    study: Study,
+    warmup: int,
+    scored: Sequence[PairQuality],
+    verification: Mapping[str, str],
+    speed: Sequence[SpeedRow],
 ) -> tuple[Verdict, ...]:
     """One per configuration label (not sweep levels), the reference first. ``scored``: the
-    paired quality of scored runs; ``verification``: label → what its checks found."""
+    paired quality of scored runs; ``verification``: label → what its checks found; ``speed``:
+    the Speed table's rows (each suite's own speedup)."""
     refs = references(study)
     ref_labels = list(dict.fromkeys(c.label for c in refs.values()))
     reference = ref_labels[0] if ref_labels else None
     labels = dict.fromkeys(c.label for c in study.configurations if not is_sweep(c.runs[0]))
-    out = [_verdict(study, label, warmup, scored, verification.get(label)) for label in labels]
+    out = [_verdict(study, label, warmup, scored, verification.get(label), speed) for label in labels]
     out.sort(key=lambda v: v.label != reference)
     return tuple(out)
 
 
 def _verdict(
-    study: Study, label: str, warmup: int, scored: Sequence[PairQuality], verification: str | None
+    study: Study,
+    label: str,
+    warmup: int,
+    scored: Sequence[PairQuality],
+    verification: str | None,
+    speed: Sequence[SpeedRow],
 ) -> Verdict:
     refs = references(study)
     mine = [c for c in study.configurations if c.label == label]
@@ -93,26 +103,17 @@ def _verdict(
         load=load_check([r for c in theirs for r in c.runs], [r for c in mine for r in c.runs])
         if theirs
         else None,
-        split=_split(mine, refs, label, warmup) if keyed else (),
+        split=_split(speed, label),
     )
 
 
-def _split(
-    mine: Sequence[Configuration], refs: Mapping[str, Configuration], label: str, warmup: int
-) -> tuple[tuple[str, Speedup], ...]:
-    """Each suite's own speedup, where at least one suite is measurably faster and another
-    measurably slower than the reference (intervals wholly above and wholly below 1)."""
-    per = []
-    for c in mine:
-        ref = refs.get(c.suite)
-        if ref is None or ref.label == label:
-            continue
-        s = speedup(runs_of([ref], warmup), runs_of([c], warmup))
-        if s is not None:
-            per.append((c.suite, s))
+def _split(speed: Sequence[SpeedRow], label: str) -> tuple[tuple[str, Speedup], ...]:
+    """Each suite's own speedup (the Speed table's), where at least one suite is measurably faster
+    and another measurably slower than the reference (intervals wholly above and wholly below 1)."""
+    per = tuple((r.suite, r.speedup) for r in speed if r.label == label and r.speedup is not None)
     faster = any(s.low > 1 for _, s in per)
     slower = any(s.high < 1 for _, s in per)
-    return tuple(per) if faster and slower else ()
+    return per if faster and slower else ()
 
 
 def _quality(scored: Sequence[PairQuality], a: str | None, b: str) -> tuple[QualityDelta, ...]:
