@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import statistics
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import llama_cpp
+from verify_table import table
 
 from servediff.cli import main as servediff
 from servediff.engines.knobs import default_model_path
@@ -133,29 +132,6 @@ def main() -> None:
             p.terminate()
             p.wait()
     table(rows, json.loads((out / "plan.json").read_text()))
-
-
-def table(rows: list[tuple[str, list[dict[str, object]]]], plan: dict[str, object]) -> None:
-    head = ("endpoint", "verdicts", "requests (median, max)", "tokens (median, max)", "shape", "mean d")
-    print("| " + " | ".join(head) + " | mean abs d | identical |")
-    print("|---|---|---|---|---|---|---|---|")
-    for label, results in rows:
-        verdicts = [str(r["verdict"]) for r in results]
-        reqs = [int(r["requests_at_stop"]) for r in results]  # type: ignore[call-overload]
-        toks = [int(r["tokens_at_stop"]) for r in results]  # type: ignore[call-overload]
-        ev = [r["evidence"] for r in results]
-        shapes = sorted({str(e["shape"]) for e in ev})  # type: ignore[index]
-        shift = statistics.median(float(e["shift_mean"] or 0) for e in ev)  # type: ignore[index]
-        dist = statistics.median(float(e["distance_mean"] or 0) for e in ev)  # type: ignore[index]
-        same = sum(int(e["identical"]) for e in ev), sum(int(e["requests"]) for e in ev)  # type: ignore[index]
-        counts = ", ".join(f"{verdicts.count(v)} {v}" for v in sorted(set(verdicts)))
-        print(
-            f"| {label} | {counts} | {statistics.median(reqs):g}, {max(reqs)} | {statistics.median(toks):g}, "
-            f"{max(toks)} | {', '.join(shapes)} | {shift:+.4f} | {dist:.4f} | {same[0]}/{same[1]} |"
-        )
-    print()
-    print(json.dumps(plan["plan"], indent=1))
-    sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-from verify_cpu import GSM8K, requantise, serve, table
+from verify_cpu import GSM8K, requantise, serve
+from verify_table import table
 
 from servediff.cli import main as servediff
 from servediff.compare import verify

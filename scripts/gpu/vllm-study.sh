@@ -292,6 +292,7 @@ verify() {  # servediff verify on vLLM: the 1.5B in bf16 is the reference; endpo
     # the plan (`servediff verify --plan`) sends nothing: it is made from the records brought back
     local ref=("$out/ref.r1.jsonl" "$out/ref.r2.jsonl" "$out/ref.r3.jsonl" "$out/ref.score.jsonl")
     unserve
+    pack verify  # each endpoint's verdicts travel as soon as they are in: a machine given back keeps them
     endpoint() {  # endpoint NAME ORDERS [runs]: verify the server on 8106 with ORDERS item orders
         # ("runs": the reference's runs alone, for an engine that cannot score prompts)
         local s refs=("${ref[@]}") score=(--score-api vllm)
@@ -301,6 +302,7 @@ verify() {  # servediff verify on vLLM: the 1.5B in bf16 is the reference; endpo
                 --concurrency 64 --seed "$s" --out "$out/$1.s$s.json" --md "$out/$1.s$s.md" >"$out/$1.s$s.out" 2>&1
             say "verify $1, order $s: exit $?"
         done
+        pack verify
     }
     serve verify-same 8106 --no-enable-prefix-caching && endpoint same "$orders"; unserve
     serve verify-fp8 8106 --no-enable-prefix-caching --quantization fp8 && endpoint fp8 4; unserve
