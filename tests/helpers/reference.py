@@ -129,6 +129,15 @@ STUDIES = (
         ordered=True,
         also=("docs/studies/vllm-h200/kl.tar.xz",),
     ),
+    # docs/studies/vllm-h200.md, third session: prefix caching + the 0.5B drafting for the 1.5B,
+    # against a stock server on the same H100 (twice: the control), every divergence probed.
+    ReferenceStudy(
+        "vllm-draft",
+        "docs/studies/vllm-h200/draft.tar.xz",
+        ("draft/runs/stock*/*.jsonl", "draft/runs/draft*/*.jsonl", "draft/probes/*.jsonl"),
+        title="Qwen2.5-Coder-1.5B on vLLM 0.24.0 (H100): stock vs prefix caching + draft-model speculation",
+        ordered=True,
+    ),
     # docs/studies/vllm-h100-load.md: Qwen2.5-Coder-0.5B on vLLM 0.24.0, one request at a time and
     # swept at 1 … 128 in flight (identity and hazard against 1 in flight, GSM8K at 128 against 1).
     ReferenceStudy(
