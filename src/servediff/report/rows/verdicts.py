@@ -80,7 +80,9 @@ def _verdict(
     speed: Sequence[SpeedRow],
 ) -> Verdict:
     refs = references(study)
-    mine = [c for c in study.configurations if c.label == label]
+    # by suite, not by the order the records were given in: the seeded bootstrap resamples the
+    # pooled items in order, so the experiment's report and `compare` on its records agree
+    mine = sorted((c for c in study.configurations if c.label == label), key=lambda c: c.suite)
     theirs = [refs[c.suite] for c in mine if c.suite in refs and refs[c.suite].label != label]
     # Keys carry the suite only where one label pools several suites: a constant prefix would
     # change no number, and at a million items its copies of every sample cost 0.3 GB.
