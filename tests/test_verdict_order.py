@@ -9,27 +9,30 @@ same interval, so a study's report can be re-made from its committed records.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from servediff.compare.loader import load
-from servediff.report import render
-from servediff.report.assembly import build
+from tests.helpers.reference import ReferenceStudy, summary_of
 
-DEMO = Path(__file__).resolve().parent / "data" / "reference" / "demo"
+DEMO = "tests/data/reference/demo"
 
 
-def verdicts(files: list[Path]) -> list[dict[str, Any]]:
-    s, options = load(files)
-    out: list[dict[str, Any]] = render.summary(build(s, options))["verdicts"]
-    return out
+def suites(study: ReferenceStudy, scratch: Path) -> list[str]:
+    """The suites of the study's runs, in the order its files are read."""
+    return [p.name.split(".")[0] for p in study.files(scratch) if p.parent.parent.name == "runs"]
 
 
-def test_the_suites_order_changes_no_verdict_number() -> None:
-    runs = sorted((DEMO / "runs").glob("*/*.jsonl"))
-    probes = sorted((DEMO / "probes").glob("*.jsonl"))
-    as_made = sorted(runs, key=lambda p: (p.parent.name, not p.name.startswith("prompts"), p.name))
-    assert [p.name.split(".")[0] for p in as_made[:4]] == ["prompts", "prompts", "mmlu", "mmlu"]
-    first, second = verdicts(runs + probes), verdicts(as_made + probes)
+def test_the_suites_order_changes_no_verdict_number(tmp_path: Path) -> None:
+    by_path = ReferenceStudy("demo", DEMO, ("runs/*/*.jsonl", "probes/*.jsonl"))
+    made = ("prompts", "mmlu")  # the experiment's suite order
+    as_made = ReferenceStudy(
+        "demo",
+        DEMO,
+        (*(f"runs/{c}*/{s}.*" for c in ("stock", "tuned") for s in made), "probes/*"),
+        ordered=True,
+    )
+    assert suites(by_path, tmp_path)[:4] == ["mmlu", "mmlu", "prompts", "prompts"]
+    assert suites(as_made, tmp_path)[:4] == ["prompts", "prompts", "mmlu", "mmlu"]
+    first = summary_of(by_path, tmp_path)["verdicts"]
+    second = summary_of(as_made, tmp_path)["verdicts"]
     stock = next(v for v in first if v["label"] == "stock")
     assert stock["tokens_per_s"] is not None  # the pooled rate with its interval is compared below
     assert [v["label"] for v in first] == [v["label"] for v in second]

@@ -306,7 +306,8 @@ verify() {  # servediff verify on vLLM: the 1.5B in bf16 is the reference; endpo
         done
         pack verify
     }
-    local e built=
+    local e built= q4=$root/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+    local q8=$root/models/qwen2.5-coder-1.5b-q8_0.gguf
     for e in ${VERIFY_ENDPOINTS:-same fp8 small llama-q4_k_m llama-q8_0}; do
         case $e in
         same) serve verify-same 8106 --no-enable-prefix-caching && endpoint same "$orders" ;;
@@ -319,10 +320,10 @@ verify() {  # servediff verify on vLLM: the 1.5B in bf16 is the reference; endpo
             # that file requantised to Q8_0: the same weights on another engine at another precision,
             # with the GGUF's own chat template (--jinja), 64 slots; it cannot score prompts, so the
             # reference's runs alone
-            [ -n "$built" ] || built=$(llama_built)
+            [ -n "$built" ] || built=$(llama_built "$q4" "$q8")
             [ "$built" = yes ] || continue
-            local gguf=$root/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
-            [ $e = llama-q8_0 ] && gguf=$root/models/qwen2.5-coder-1.5b-q8_0.gguf
+            local gguf=$q4
+            [ $e = llama-q8_0 ] && gguf=$q8
             [ -f "$gguf" ] || { say "verify: no $(basename "$gguf")"; continue; }
             lserve "verify-$e" 8106 "$gguf" && endpoint "$e" 4 runs
             ;;
@@ -331,14 +332,13 @@ verify() {  # servediff verify on vLLM: the 1.5B in bf16 is the reference; endpo
         unserve
     done
 }
-llama_built() {  # "yes" once the CUDA llama-server is built and the Q4_K_M requantised to Q8_0
-    # (its messages go to the log and stderr: stdout is the answer)
+llama_built() {  # llama_built Q4_K_M Q8_0: "yes" once the CUDA llama-server is built and the first
+    # GGUF requantised into the second (its messages go to the log and stderr: stdout is the answer)
     [ -d "$root/llama-cuda" ] || { say "verify: no llama-server build (no LLAMA_SDIST in the payload)" >&2; echo no; return; }
     bash scripts/gpu/build-llama-server-cuda.sh --wait "$root/llama-cuda" 900 >>"$root/vllm.log" 2>&1 || {
         say "verify: llama-server was not built (vllm.log)" >&2; echo no; return; }
-    "$root/llama-cuda/build/bin/llama-quantize" --allow-requantize \
-        "$root/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf" "$root/models/qwen2.5-coder-1.5b-q8_0.gguf" Q8_0 \
-        >"$root/logs/quantize.log" 2>&1 || say "verify: requantising to Q8_0 failed (logs/quantize.log)" >&2
+    "$root/llama-cuda/build/bin/llama-quantize" --allow-requantize "$1" "$2" Q8_0 >"$root/logs/quantize.log" 2>&1 ||
+        say "verify: requantising to Q8_0 failed (logs/quantize.log)" >&2
     echo yes
 }
 lserve() {  # lserve NAME PORT GGUF: llama-server (CUDA) of a GGUF as the 1.5B, healthy or exit 1
