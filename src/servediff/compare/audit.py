@@ -12,9 +12,10 @@ requests are errors, not trials, and an audit with any is undecided (a re-run re
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from servediff.compare.stats.agreement import Agreement, Output, compare, distinct
@@ -47,6 +48,9 @@ class Level:
     needle_trials: int
     needle_divergent: int
     tokens_per_s: tuple[float, ...]  # one per timing round
+    # identical trials whose logprobs were not bit-equal to the reference's: the same tokens
+    # chosen from different numbers (a kernel path that moved without flipping an argmax)
+    logprobs_differ: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,9 @@ class Side:
     logprob_trials: int  # identical trials whose logprobs could be compared
     logprob_bit_equal: int
     max_logprob_diff: float | None
+    # (workload, prompt, identical trials with logprobs not bit-equal, identical trials compared),
+    # the prompts with any: which inputs move the numbers says which kernel path moved them
+    logprobs_differ_per_prompt: tuple[tuple[str, str, int, int], ...]
     basis: tuple[str, ...]  # the comparison units used
     errors: int
     records: tuple[str, ...]
@@ -78,11 +85,24 @@ class Side:
 
 
 @dataclass(frozen=True, slots=True)
+class LevelCost:
+    """The promise's throughput against the control's at one concurrency, every workload's
+    timing rounds pooled (the same workloads on both sides)."""
+
+    level: int
+    promise_tokens_per_s: float  # geometric mean over the rounds
+    control_tokens_per_s: float
+    ratio: Ratio | None  # None: fewer than two rounds on a side
+
+
+@dataclass(frozen=True, slots=True)
 class AuditAnalysis:
     promise: Side
     control: Side | None
     cost: Ratio | None  # promise tokens/s ÷ control tokens/s at the highest common level
     cost_level: int | None
+    # the same at every common level: batching's gains, and so the promise's price, grow with load
+    costs: tuple[LevelCost, ...]
     verdict: Verdict
     reason: str
     confidence: float
@@ -141,6 +161,8 @@ class _Tally:
     lp_equal: int = 0
     lp_max: float | None = None
     errors: int = 0
+    # (workload, prompt) → [identical trials with logprobs not bit-equal, identical trials compared]
+    lp_prompts: dict[tuple[str, str], list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
 
     def add(self, workload: str, level: int, item: Item, ref: Output) -> Agreement:
         out = output_of(item)
@@ -152,6 +174,9 @@ class _Tally:
         elif a.logprobs_equal is not None:
             self.lp_trials += 1
             self.lp_equal += a.logprobs_equal
+            tally = self.lp_prompts[(workload, str(item.metadata.get("prompt")))]
+            tally[0] += not a.logprobs_equal
+            tally[1] += 1
             if a.max_logprob_diff is not None:
                 self.lp_max = max(self.lp_max or 0.0, a.max_logprob_diff)
         return a
@@ -171,7 +196,7 @@ def side(role: str, runs: Sequence[Run], confidence: float = 0.95) -> Side:
             raise ValueError(f"{role}: the {workload!r} records have no alone run (level 1) to compare with")
         refs = _references(by_level[1], t)
         for level, run in sorted(by_level.items()):
-            n = k = nn = nk = 0
+            n = k = nn = nk = lp = 0
             for item in run.items.values():
                 key = str(item.metadata.get("prompt"))
                 if item.error is not None or key not in refs:
@@ -182,11 +207,11 @@ def side(role: str, runs: Sequence[Run], confidence: float = 0.95) -> Side:
                 a = t.add(workload, level, item, refs[key])
                 basis.add(a.basis)
                 n, k = n + 1, k + (not a.identical)
+                lp += a.identical and a.logprobs_equal is False
                 if item.metadata.get("needle"):
                     nn, nk = nn + 1, nk + (not a.identical)
-            levels.append(
-                Level(workload, level, n, k, nn, nk, round_rates(run.items.values()) if level > 1 else ())
-            )
+            rates = round_rates(run.items.values()) if level > 1 else ()
+            levels.append(Level(workload, level, n, k, nn, nk, rates, lp))
     total = sum(lv.trials for lv in levels)
     bound = upper_bound(sum(lv.divergent for lv in levels), total, confidence) if total else None
     label = runs[0].header.label if runs else role
@@ -201,6 +226,9 @@ def side(role: str, runs: Sequence[Run], confidence: float = 0.95) -> Side:
         logprob_trials=t.lp_trials,
         logprob_bit_equal=t.lp_equal,
         max_logprob_diff=t.lp_max,
+        logprobs_differ_per_prompt=tuple(
+            (w, k, d, n) for (w, k), (d, n) in sorted(t.lp_prompts.items()) if d
+        ),
         basis=tuple(sorted(basis)),
         errors=t.errors,
         records=tuple(str(r.path) for r in runs),
@@ -227,23 +255,32 @@ def analyze(runs: Sequence[Run], confidence: float = 0.95) -> AuditAnalysis:
         raise ValueError("no records of the promise configuration (role 'promise') among the audit's records")
     promise = side("promise", by_role["promise"], confidence)
     control = side("control", by_role["control"], confidence) if by_role.get("control") else None
-    cost, cost_level = _cost(promise, control)
+    costs = _costs(promise, control, confidence)
+    cost, cost_level = (costs[-1].ratio, costs[-1].level) if costs else (None, None)
     verdict, reason = decide(promise, control)
-    return AuditAnalysis(promise, control, cost, cost_level, verdict, reason, confidence)
+    return AuditAnalysis(promise, control, cost, cost_level, costs, verdict, reason, confidence)
 
 
-def _cost(promise: Side, control: Side | None) -> tuple[Ratio | None, int | None]:
+def _costs(promise: Side, control: Side | None, confidence: float) -> tuple[LevelCost, ...]:
+    """The promise's throughput ÷ the control's at each level both ran, over the workloads both
+    timed there (a workload timed on one side only would weigh that side's mean)."""
     if control is None:
-        return None, None
+        return ()
     mine = {(lv.workload, lv.level): lv.tokens_per_s for lv in promise.levels if lv.tokens_per_s}
     theirs = {(lv.workload, lv.level): lv.tokens_per_s for lv in control.levels if lv.tokens_per_s}
-    common = sorted(set(mine) & set(theirs), key=lambda k: (k[1], k[0]))
-    if not common:
-        return None, None
-    level = common[-1][1]
-    a = [x for k in common if k[1] == level for x in mine[k]]
-    b = [x for k in common if k[1] == level for x in theirs[k]]
-    return throughput_ratio(a, b), level
+    common = set(mine) & set(theirs)
+    out = []
+    for level in sorted({lv for _, lv in common}):
+        keys = sorted(k for k in common if k[1] == level)
+        a = [x for k in keys for x in mine[k]]
+        b = [x for k in keys for x in theirs[k]]
+        out.append(LevelCost(level, _geomean(a), _geomean(b), throughput_ratio(a, b, confidence)))
+    return tuple(out)
+
+
+def _geomean(xs: Sequence[float]) -> float:
+    logs = [math.log(x) for x in xs if x > 0]
+    return math.exp(sum(logs) / len(logs)) if logs else 0.0
 
 
 def decide(promise: Side, control: Side | None) -> tuple[Verdict, str]:

@@ -9,7 +9,7 @@ its own page, not a part of a comparison's report, so ``blocks`` takes the audit
 
 from __future__ import annotations
 
-from servediff.compare.audit import AuditAnalysis, Divergence, Level, Side
+from servediff.compare.audit import AuditAnalysis, Divergence, Level, LevelCost, Side
 from servediff.compare.stats.binomial import Bound, Ratio
 from servediff.report.document import Block, Bullets, Cell, Heading, Item, Paragraph, Table, cell, spans
 
@@ -20,8 +20,14 @@ LEVELS = (
     "diverged",
     "needle trials",
     "needle diverged",
+    "logprobs differ",
     "tokens/s, rounds",
 )
+COSTS_NOTE = (
+    "The promise's throughput against the control's at each concurrency (every workload's timing "
+    "rounds pooled; geometric means, Welch's interval on log throughput):"
+)
+COSTS = ("concurrency", "promise tokens/s", "control tokens/s", "promise ÷ control", "rounds")
 LISTED = 10  # divergences listed per side; the records hold the rest
 
 
@@ -77,6 +83,11 @@ def verdict_line(a: AuditAnalysis) -> str:
 
 def blocks(a: AuditAnalysis) -> tuple[Block, ...]:
     out: list[Block] = [Heading(1, spans("servediff audit")), Paragraph(spans(verdict_line(a)))]
+    if len(a.costs) > 1:  # one level: the verdict line said it all
+        out += [
+            Paragraph(spans(COSTS_NOTE)),
+            Table(COSTS, tuple(_cost_row(c) for c in a.costs)),
+        ]
     out += _side(a.promise)
     if a.control is not None:
         out += _side(a.control)
@@ -84,10 +95,18 @@ def blocks(a: AuditAnalysis) -> tuple[Block, ...]:
     return (*out, Paragraph(spans("Records: " + ", ".join(records))))
 
 
+def _cost_row(c: LevelCost) -> tuple[Cell, ...]:
+    r = c.ratio
+    ratio = f"{r.ratio:.2f}× [{r.low:.2f}, {r.high:.2f}]" if r is not None else "— (one round)"
+    rounds = f"{r.rounds_a} vs {r.rounds_b}" if r is not None else "—"
+    speeds = (f"{c.promise_tokens_per_s:,.0f}", f"{c.control_tokens_per_s:,.0f}")
+    return (cell(str(c.level)), *(cell(x) for x in speeds), cell(ratio), cell(rounds))
+
+
 def _level(x: Level) -> tuple[Cell, ...]:
     rates = ", ".join(f"{r:.1f}" for r in x.tokens_per_s) or "—"
     level = "1 (alone, repeat)" if x.level == 1 else str(x.level)
-    counts = (x.trials, x.divergent, x.needle_trials, x.needle_divergent)
+    counts = (x.trials, x.divergent, x.needle_trials, x.needle_divergent, x.logprobs_differ)
     return (cell(x.workload), cell(level), *(cell(str(n)) for n in counts), cell(rates))
 
 
@@ -113,6 +132,13 @@ def _side(s: Side) -> list[Block]:
         ),
         Paragraph(spans(f"Distinct outputs per prompt: {shown}.")),
     ]
+    if s.logprobs_differ_per_prompt:
+        moved = ", ".join(
+            f"{f'{w}/' if several else ''}{k} {d} of {n}" for w, k, d, n in s.logprobs_differ_per_prompt
+        )
+        out.append(
+            Paragraph(spans(f"Identical trials whose logprobs were not bit-equal, per prompt: {moved}."))
+        )
     items = [Item(spans(divergence_text(d))) for d in s.divergences[:LISTED]]
     if len(s.divergences) > LISTED:
         items.append(Item(spans(f"… and {len(s.divergences) - LISTED} more (in the records)")))
