@@ -81,3 +81,19 @@ def test_the_totals_add_up(folder: str, records: Path, capsys: pytest.CaptureFix
     costs = s["costs"]
     assert isinstance(costs, list) and costs
     assert costs[-1]["level"] == s["cost_level"] and costs[-1]["ratio"] == s["cost"]
+
+
+def test_the_html_report_lays_out_the_same_cost_table(
+    records: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s = summary(records / "audit" / "1.5b", capsys)
+    page = tmp_path / "1.5b.html"
+    assert main(["audit", "--from", str(records / "audit" / "1.5b"), "--html", str(page)]) == 0
+    html = page.read_text(encoding="utf-8")
+    assert "<th>promise ÷ control</th>" in html and "<th>logprobs differ</th>" in html
+    costs = s["costs"]
+    assert isinstance(costs, list)
+    for c in costs:
+        r = c["ratio"]
+        assert f"<td>{c['level']}</td><td>{c['promise_tokens_per_s']:,.0f}</td>" in html
+        assert f"<td>{r['ratio']:.2f}× [{r['low']:.2f}, {r['high']:.2f}]</td>" in html
