@@ -47,17 +47,23 @@ def main() -> None:
     ap.add_argument("dir", type=Path, help="a folder of verify files named NAME.sK.json")
     ap.add_argument("--plan", type=Path, help="a verify --plan file, printed after the table")
     args = ap.parse_args()
+    rows = endpoints(args.dir)
+    if not rows:
+        raise SystemExit(f"{args.dir}: no verify files named NAME.sK.json")
+    plan = json.loads(args.plan.read_text()) if args.plan else None
+    table(rows, plan)
+
+
+def endpoints(folder: Path) -> list[tuple[str, list[dict[str, object]]]]:
+    """The verdicts of FOLDER/NAME.sK.json, grouped by NAME (sorted), the orders in file order."""
     groups: dict[str, list[dict[str, object]]] = {}
-    for path in sorted(args.dir.glob("*.json")):
+    for path in sorted(folder.glob("*.json")):
         m = re.fullmatch(r"(.+)\.s(\d+)\.json", path.name)
         if m is None:
             continue
         # read() validates the file; the table reads the plain dump
         groups.setdefault(m.group(1), []).append(read(path).model_dump())
-    if not groups:
-        raise SystemExit(f"{args.dir}: no verify files named NAME.sK.json")
-    plan = json.loads(args.plan.read_text()) if args.plan else None
-    table(sorted(groups.items()), plan)
+    return sorted(groups.items())
 
 
 if __name__ == "__main__":

@@ -28,11 +28,9 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def rows(folder: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
     table = load_script(ROOT / "bench" / "verify_table.py")
-    groups: dict[str, list[dict[str, object]]] = {}
-    for path in sorted(folder.glob("*.s*.json")):
-        groups.setdefault(path.name.split(".s")[0], []).append(table.read(path).model_dump())
-    assert groups, folder
-    table.table(sorted(groups.items()), None)
+    found = table.endpoints(folder)
+    assert found, folder
+    table.table(found, None)
     printed = capsys.readouterr().out.splitlines()
     return [line for line in printed[2:] if line.startswith("| ")]  # past the head and its rule
 

@@ -99,13 +99,21 @@ class LevelCost:
 class AuditAnalysis:
     promise: Side
     control: Side | None
-    cost: Ratio | None  # promise tokens/s ÷ control tokens/s at the highest common level
-    cost_level: int | None
-    # the same at every common level: batching's gains, and so the promise's price, grow with load
+    # promise tokens/s ÷ control tokens/s at every common level: batching's gains, and so the
+    # promise's price, move with load
     costs: tuple[LevelCost, ...]
     verdict: Verdict
     reason: str
     confidence: float
+
+    @property
+    def cost(self) -> Ratio | None:
+        """The cost at the highest common level: the verdict line's."""
+        return self.costs[-1].ratio if self.costs else None
+
+    @property
+    def cost_level(self) -> int | None:
+        return self.costs[-1].level if self.costs else None
 
     @property
     def exit_code(self) -> int:
@@ -157,8 +165,6 @@ class _Tally:
 
     divergences: list[Divergence]
     outputs: dict[tuple[str, str], list[Output]]
-    lp_trials: int = 0
-    lp_equal: int = 0
     lp_max: float | None = None
     errors: int = 0
     # (workload, prompt) → [identical trials with logprobs not bit-equal, identical trials compared]
@@ -172,8 +178,6 @@ class _Tally:
             prompt, needle = str(item.metadata.get("prompt")), bool(item.metadata.get("needle"))
             self.divergences.append(Divergence(workload, level, item.id, prompt, needle, a))
         elif a.logprobs_equal is not None:
-            self.lp_trials += 1
-            self.lp_equal += a.logprobs_equal
             tally = self.lp_prompts[(workload, str(item.metadata.get("prompt")))]
             tally[0] += not a.logprobs_equal
             tally[1] += 1
@@ -223,8 +227,8 @@ def side(role: str, runs: Sequence[Run], confidence: float = 0.95) -> Side:
         divergences=tuple(t.divergences),
         distinct_max=max((distinct(v) for v in t.outputs.values()), default=0),
         per_prompt=tuple((w, k, len(v), distinct(v)) for (w, k), v in sorted(t.outputs.items())),
-        logprob_trials=t.lp_trials,
-        logprob_bit_equal=t.lp_equal,
+        logprob_trials=sum(n for _, n in t.lp_prompts.values()),
+        logprob_bit_equal=sum(n - d for d, n in t.lp_prompts.values()),
         max_logprob_diff=t.lp_max,
         logprobs_differ_per_prompt=tuple(
             (w, k, d, n) for (w, k), (d, n) in sorted(t.lp_prompts.items()) if d
@@ -255,10 +259,8 @@ def analyze(runs: Sequence[Run], confidence: float = 0.95) -> AuditAnalysis:
         raise ValueError("no records of the promise configuration (role 'promise') among the audit's records")
     promise = side("promise", by_role["promise"], confidence)
     control = side("control", by_role["control"], confidence) if by_role.get("control") else None
-    costs = _costs(promise, control, confidence)
-    cost, cost_level = (costs[-1].ratio, costs[-1].level) if costs else (None, None)
     verdict, reason = decide(promise, control)
-    return AuditAnalysis(promise, control, cost, cost_level, costs, verdict, reason, confidence)
+    return AuditAnalysis(promise, control, _costs(promise, control, confidence), verdict, reason, confidence)
 
 
 def _costs(promise: Side, control: Side | None, confidence: float) -> tuple[LevelCost, ...]:

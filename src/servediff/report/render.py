@@ -324,5 +324,7 @@ def verify_html(r: VerifyResult) -> str:
 
 def audit_summary(a: AuditAnalysis) -> dict[str, Any]:
     """``audit --json``: the analysis itself, with its exit code and verdict line."""
-    out: dict[str, Any] = {**_plain(a), "exit_code": a.exit_code, "verdict_line": audit.verdict_line(a)}
+    # the headline cost is a property of the analysis, not a field: laid out here as before
+    out: dict[str, Any] = {**_plain(a), "cost": _plain(a.cost), "exit_code": a.exit_code}
+    out["verdict_line"] = audit.verdict_line(a)
     return out
