@@ -261,3 +261,54 @@ def test_plan_sends_nothing_and_says_what_each_shift_needs(
     assert "<table" in html and "δ (nat/token)" in html
     assert "| δ (nat/token) | requests for power 0.95 |" in md
     assert "false alarms with no shift: 0.0%" in md
+
+
+def record(server: Server, path: Path, concurrency: int = 1) -> Path:
+    """The endpoint's answers to the reference's prompts, recorded now to be tested later."""
+    argv = ["run", "--engine", "http", "--base-url", server.url, "--suite", "prompts"]
+    argv += ["--max-tokens", str(TOKENS), "--top-logprobs", "5", "--label", "answers"]
+    assert main([*argv, "--concurrency", str(concurrency), "--out", str(path), "--no-progress"]) == 0
+    return path
+
+
+def test_recorded_answers_give_the_live_verdicts_and_send_nothing(
+    reference: list[Path], servers: dict[str, Server], tmp_path: Path
+) -> None:
+    q2 = record(servers["q2"], tmp_path / "q2.jsonl")
+    q8 = record(servers["q8"], tmp_path / "q8.jsonl", concurrency=4)
+    before = servers["q2"].predicted(), servers["q8"].predicted()
+    code, r = verify(reference, tmp_path, "--answers", str(q2))
+    assert (code, r["verdict"]) == (1, "differs"), r["line"]
+    assert r["evidence"]["shape"] == "precision change or different weights"  # type: ignore[index]
+    assert (r["answers"], r["endpoint"]) == ("q2.jsonl", None)
+    code, r = verify(reference, tmp_path, "--answers", str(q8), "--concurrency", "4")
+    assert (code, r["verdict"]) == (0, "consistent"), r["line"]
+    assert (servers["q2"].predicted(), servers["q8"].predicted()) == before  # nothing was sent
+    md = tmp_path / "v.md"
+    assert main(["verify", "--reference", *map(str, reference), "--answers", str(q8), "--md", str(md)]) == 0
+    assert "the endpoint's answers recorded in q8.jsonl" in md.read_text()
+
+
+def test_recorded_answers_that_cannot_be_tested_are_refused_with_one_line(
+    reference: list[Path], servers: dict[str, Server], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    q8 = record(servers["q8"], tmp_path / "q8.jsonl")
+    lines = q8.read_text().splitlines()
+    short = tmp_path / "short.jsonl"  # the header and all but the last answer
+    short.write_text("\n".join(lines[:-1]) + "\n")
+    other = tmp_path / "other.jsonl"
+    argv = ["run", "--engine", "http", "--base-url", servers["q8"].url, "--suite", "prompts", "--limit", "3"]
+    assert main([*argv, "--max-tokens", str(TOKENS), "--out", str(other), "--no-progress"]) == 0
+    refs = ["verify", "--reference", *map(str, reference)]
+    cases = {
+        "short.jsonl: item ": [*refs, "--answers", str(short)],
+        "other.jsonl: suite: other prompts": [*refs, "--answers", str(other)],
+        "not both": [*refs, "--answers", str(q8), "--base-url", servers["q8"].url],
+    }
+    capsys.readouterr()
+    for expected, argv in cases.items():
+        out = tmp_path / "never.json"
+        assert main([*argv, "--out", str(out)]) == 2, expected
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and expected in err[0], (expected, err)
+        assert not out.exists()

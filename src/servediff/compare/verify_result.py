@@ -95,6 +95,9 @@ class VerifyResult(_Model):
     calibration_pairs: int
     endpoint: str | None
     model: str | None
+    # The file the endpoint's answers were read from (``verify --answers``), where they were
+    # recorded before rather than sent now; None when sent, or for a plan.
+    answers: str | None = None
     signals: list[Signal]
     plan: Plan
     planned_requests: int | None

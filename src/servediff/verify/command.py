@@ -2,6 +2,7 @@
 
     servediff verify --reference ref1.jsonl ref2.jsonl --base-url http://127.0.0.1:8080
     servediff verify --reference ref1.jsonl ref2.jsonl --plan
+    servediff verify --reference ref1.jsonl ref2.jsonl --answers endpoint.jsonl
 
 Exit 0: consistent with the reference (the plan's sample size for --delta at --power reached
 without rejection); 1: differs (the test's wealth reached 1/α); 2: inconclusive at the budget, or a
@@ -42,6 +43,12 @@ def add_arguments(sub: argparse._SubParsersAction[Parser]) -> None:
         "(repeats, one under load): their differences are the null",
     )  # fmt: skip
     p.add_argument("--base-url", help="the endpoint to verify (OpenAI-compatible)")
+    p.add_argument(
+        "--answers", type=Path,
+        help="instead of --base-url: the endpoint's answers recorded before (a servediff run record "
+        "of the reference's prompts, greedy, with logprobs, e.g. made on another machine), tested "
+        "in the same order and budget; nothing is sent, and no teacher-forced scores are tested",
+    )  # fmt: skip
     p.add_argument("--model", help="the served model id (default: the first the server lists)")
     p.add_argument("--alpha", type=fraction, default=0.05, help="false-alarm level (default 0.05)")
     p.add_argument(
@@ -82,8 +89,12 @@ def main(args: argparse.Namespace) -> int:
     from servediff.report.render import verify_html, verify_markdown
     from servediff.verify import procedure, verdict
 
-    if not args.plan and not args.base_url:
-        raise UsageError("verify: give --base-url (the endpoint), or --plan to plan only")
+    if args.base_url and args.answers:
+        raise UsageError("verify: give --base-url (send now) or --answers (recorded answers), not both")
+    if not args.plan and not args.base_url and not args.answers:
+        raise UsageError(
+            "verify: give --base-url (the endpoint), --answers (its recorded answers), or --plan to plan only"
+        )
     settings = procedure.Settings(
         alpha=args.alpha,
         delta=args.delta,
@@ -97,7 +108,12 @@ def main(args: argparse.Namespace) -> int:
     )
     ref = procedure.load(args.reference)
     the_plan = procedure.plan(ref, settings)
-    result = verdict.plan_only(ref, settings, the_plan) if args.plan else _test(args, ref, settings, the_plan)
+    if args.plan:
+        result = verdict.plan_only(ref, settings, the_plan)
+    elif args.answers:
+        result = _replay(args.answers, ref, settings, the_plan)
+    else:
+        result = _test(args, ref, settings, the_plan)
     md = verify_markdown(result)
     if args.out:
         write(result, args.out)
@@ -134,7 +150,8 @@ def _test(args: argparse.Namespace, ref: Reference, settings: Settings, the_plan
         scorer = HTTPScorer(options, ScoreOptions(api=api), label="endpoint")
     try:
         stop_at = verdict.planned(the_plan, settings.delta)
-        progress = procedure.send_rounds(engine, scorer, ref, settings, stop_at)
+        answer = procedure.http_answers(engine, procedure.params_of(ref.first))
+        progress = procedure.send_rounds(answer, scorer, ref, settings, stop_at)
     finally:
         engine.close()
         if scorer is not None:
@@ -142,3 +159,20 @@ def _test(args: argparse.Namespace, ref: Reference, settings: Settings, the_plan
     # A base URL may carry credentials (user:key@host): the result keeps it redacted.
     where = (redact_text(engine.base_url), engine.model)
     return verdict.conclude(ref, settings, the_plan, progress, where)
+
+
+def _replay(path: Path, ref: Reference, settings: Settings, the_plan: Plan) -> VerifyResult:
+    """The test on answers recorded before: the same rounds, order and budget, read instead of
+    sent. No teacher-forced scores: scoring needs the endpoint itself."""
+    from servediff.verify import procedure, verdict
+
+    run = procedure.load_answers(path, ref)
+    progress = procedure.send_rounds(
+        procedure.recorded_answers(run), None, ref, settings, verdict.planned(the_plan, settings.delta)
+    )
+    if ref.scorings:
+        progress.scoring_refused = "its answers were read from a record: only a live endpoint can score"
+    model = run.header.engine.get("model")
+    return verdict.conclude(
+        ref, settings, the_plan, progress, (None, str(model) if model else None), answers=path.name
+    )

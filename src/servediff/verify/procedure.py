@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -198,9 +198,15 @@ class Progress:
     ran_out: str = "the budget"  # what ended the requests when no verdict did
 
 
-def send_rounds(engine: Any, scorer: Any, ref: Reference, s: Settings, stop_at: int | None) -> Progress:
+# What answers a round: the endpoint's answers to the round's reference items, by item id, as
+# records (an engine failure raises, never an answer).
+Answer = Callable[[Sequence[Item]], dict[str, Item]]
+
+
+def send_rounds(answer: Answer, scorer: Any, ref: Reference, s: Settings, stop_at: int | None) -> Progress:
     """Send rounds of ``s.concurrency`` items until the test crosses, the plan's count is
-    reached, or the budget or the items run out. ``engine``: an ``HTTPEngine``; ``scorer``: an
+    reached, or the budget or the items run out. ``answer``: the endpoint's answers to a round
+    (``http_answers``, or ``recorded_answers`` where they were recorded before); ``scorer``: an
     ``HTTPScorer`` when the reference has scoring records (two more requests per item, one token)."""
     params = params_of(ref.first)
     nulls = ref.calibration.nulls()
@@ -223,18 +229,61 @@ def send_rounds(engine: Any, scorer: Any, ref: Reference, s: Settings, stop_at: 
         batch, queue = queue[:size], queue[size:]
         progress.requests_sent += size * per_item[0]
         progress.tokens_reserved += size * per_item[1]
-        done = _answers(engine, batch, params)
+        done = answer(batch)
         forced = _scores(scorer, batch, progress, s) if scorer is not None else {}
         for item in batch:
-            c = _checked(engine, item, done)
-            progress.tokens_generated += c.n_tokens or 0
-            progress.pairs.append(stats.pair(item, _as_item(c, item.input), forced.get(item.id)))
+            got = done[item.id]
+            progress.tokens_generated += got.n_tokens or 0
+            progress.pairs.append(stats.pair(item, got, forced.get(item.id)))
         if scorer is not None and progress.scoring_refused:
             scorer = None
         path, _ = log_wealth_path(rows_of(progress.pairs), nulls)
         if first_crossing(path, s.alpha).rejected or (stop_at is not None and len(progress.pairs) >= stop_at):
             break
     return progress
+
+
+def http_answers(engine: Any, params: SamplingParams) -> Answer:
+    """A round sent to the endpoint (an ``HTTPEngine``), greedy, with the reference's settings."""
+
+    def answer(batch: Sequence[Item]) -> dict[str, Item]:
+        done = _answers(engine, batch, params)
+        return {i.id: _as_item(_checked(engine, i, done), i.input) for i in batch}
+
+    return answer
+
+
+def load_answers(path: Path, ref: Reference) -> Run:
+    """A record of the endpoint's answers to the reference's prompts, made before (``servediff
+    run`` against it, or imported from its logs): the same prompts, greedy, with logprobs; a usage
+    error (one line naming the file and field) otherwise."""
+    run = read_run(path)
+    if run.header.suite.content_sha256 != ref.first.header.suite.content_sha256:
+        raise UsageError(f"{path}: suite: other prompts than the reference's ({ref.paths[0].name})")
+    if run.header.sampling.temperature != 0:
+        raise UsageError(f"{path}: sampling.temperature: verify compares greedy answers (temperature 0)")
+    if run.header.suite.name.startswith("score:"):
+        raise UsageError(f"{path}: suite.name: a scoring record, not answers to the reference's prompts")
+    # Every item the test may draw, checked before any is tested: a verdict never depends on
+    # whether the order happened to reach a gap in the record.
+    for i in ref.first.items.values():
+        if not stats.usable(i):
+            continue
+        got = run.items.get(i.id)
+        if got is None or got.error is not None:
+            why = "not answered" if got is None else f"failed: {got.error}"
+            raise UsageError(f"{path}: item {i.id!r}: {why}; every reference item needs an answer")
+    return run
+
+
+def recorded_answers(run: Run) -> Answer:
+    """A round read from the recorded answers (``load_answers``: every item there), in the
+    test's order: nothing is sent."""
+
+    def answer(batch: Sequence[Item]) -> dict[str, Item]:
+        return {i.id: run.items[i.id] for i in batch}
+
+    return answer
 
 
 def _checked(engine: Any, item: Item, done: dict[str, Completion]) -> Completion:

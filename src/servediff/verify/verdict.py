@@ -55,7 +55,12 @@ NO_SCORINGS = (
 
 
 def conclude(
-    ref: Reference, s: Settings, the_plan: out.Plan, progress: Progress, where: tuple[str, str | None]
+    ref: Reference,
+    s: Settings,
+    the_plan: out.Plan,
+    progress: Progress,
+    where: tuple[str | None, str | None],
+    answers: str | None = None,
 ) -> out.VerifyResult:
     """The verdict, from the requests the endpoint answered: "differs" where the wealth crossed
     1/α, "consistent" where the plan's count for δ was reached first, else "inconclusive"."""
@@ -97,6 +102,7 @@ def conclude(
         calibration_pairs=len(ref.calibration.pairs),
         endpoint=where[0],
         model=where[1],
+        answers=answers,
         signals=signals(ref, progress),
         plan=the_plan,
         planned_requests=n_planned,

@@ -38,12 +38,18 @@ def blocks(r: VerifyResult) -> tuple[Block, ...]:
 
 
 def _setting(r: VerifyResult) -> str:
-    where = f"endpoint {r.endpoint} (model {r.model})" if r.endpoint else "no endpoint (plan only)"
+    if r.answers:
+        where = f"the endpoint's answers recorded in {r.answers} (model {r.model}), nothing sent"
+    elif r.endpoint:
+        where = f"endpoint {r.endpoint} (model {r.model})"
+    else:
+        where = "no endpoint (plan only)"
     budget = ""
     if r.budget is not None:
         b = r.budget
         budget = (
-            f"; sent {b.requests_sent} of {b.requests} requests, {b.tokens_reserved} of {b.tokens} "
+            f"; {'read' if r.answers else 'sent'} {b.requests_sent} of {b.requests} requests, "
+            f"{b.tokens_reserved} of {b.tokens} "
             f"tokens reserved ({b.tokens_generated} generated)"
         )
     return (
