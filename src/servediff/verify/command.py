@@ -171,7 +171,7 @@ def _replay(path: Path, ref: Reference, settings: Settings, the_plan: Plan) -> V
         procedure.recorded_answers(run), None, ref, settings, verdict.planned(the_plan, settings.delta)
     )
     if ref.scorings:
-        progress.scoring_refused = "its answers were read from a record: only a live endpoint can score"
+        progress.scoring_refused = verdict.RECORDED
     model = run.header.engine.get("model")
     return verdict.conclude(
         ref, settings, the_plan, progress, (None, str(model) if model else None), answers=path.name

@@ -32,6 +32,8 @@ def signals(ref: Reference, progress: Progress | None) -> list[out.Signal]:
         if name.startswith("scored_"):
             if not ref.scorings:
                 note = NO_SCORINGS
+            elif refused == RECORDED:
+                note = RECORDED
             elif refused:
                 note = f"the endpoint did not score: {refused[:300]}"
         endpoint = None if seen is None else bool((~np.isnan(seen[:, k])).any())
@@ -48,6 +50,8 @@ def signals(ref: Reference, progress: Progress | None) -> list[out.Signal]:
     return out_
 
 
+# Why recorded answers (``verify --answers``) have no teacher-forced scores.
+RECORDED = "the answers were read from a record; only a live endpoint can score the reference's completions"
 NO_SCORINGS = (
     "the reference has no scoring records: score its first run's completions on the reference "
     "configuration (servediff run --score REF1.jsonl --engine http --score-api vllm ...) and add them"
