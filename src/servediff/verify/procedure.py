@@ -172,10 +172,15 @@ def params_of(run: Run) -> SamplingParams:
     )
 
 
+def usable_items(ref: Reference) -> list[Item]:
+    """The reference items a test may draw: its first run's, answered without error."""
+    return [i for i in ref.first.items.values() if stats.usable(i)]
+
+
 def order(ref: Reference, seed: int) -> list[Item]:
     """The reference's usable items in a seeded random order: the requests are then a random
     draw of the items, exchangeable with the calibration's pairs."""
-    items = [i for i in ref.first.items.values() if stats.usable(i)]
+    items = usable_items(ref)
     rng = np.random.default_rng(seed)
     return [items[k] for k in rng.permutation(len(items))]
 
@@ -266,9 +271,7 @@ def load_answers(path: Path, ref: Reference) -> Run:
         raise UsageError(f"{path}: suite.name: a scoring record, not answers to the reference's prompts")
     # Every item the test may draw, checked before any is tested: a verdict never depends on
     # whether the order happened to reach a gap in the record.
-    for i in ref.first.items.values():
-        if not stats.usable(i):
-            continue
+    for i in usable_items(ref):
         got = run.items.get(i.id)
         if got is None or got.error is not None:
             why = "not answered" if got is None else f"failed: {got.error}"
